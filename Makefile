@@ -1,0 +1,42 @@
+# orca-memory: `make run` serves, `make test` tests. Both install what they need first.
+PYTHON ?= python3.12
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+UV_VERSION := 0.13.8
+BIND := 127.0.0.1:8000
+
+.PHONY: install run test lint bench clean
+
+install: $(STAMP)
+
+# uv installs from its cache by hardlinks, so fresh clones share one copy of each wheel.
+$(STAMP): requirements.txt requirements-dev.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -r requirements-dev.txt
+	touch $@
+
+run: install
+	$(BIN)/python manage.py migrate --no-input
+	$(BIN)/python manage.py collectstatic --no-input --verbosity 0
+	@echo ""
+	@echo "orca-memory is starting on http://$(BIND)/"
+	@echo "  health:   http://$(BIND)/api/v1/health"
+	@echo "  API docs: http://$(BIND)/api/v1/docs"
+	@echo "  admin:    http://$(BIND)/admin/  (create a login: $(BIN)/python manage.py createsuperuser)"
+	@echo ""
+	PATH="$(CURDIR)/$(BIN):$$PATH" ORCA_BIND=$(BIND) $(BIN)/honcho start -f Procfile
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: lint
+	$(BIN)/python -m pytest
+
+bench: install
+	$(BIN)/python manage.py bench_knn
+
+clean:
+	rm -rf $(VENV) staticfiles test-results .pytest_cache .ruff_cache

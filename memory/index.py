@@ -1,0 +1,293 @@
+"""The vector index (sqlite-vec vec0) and the lexical index (FTS5): the only raw SQL for either.
+
+Both return `Hit`s (a base-table id and a score); callers load the rows through the ORM, still
+scoped to the agent. The interface is small on purpose (create, put, delete, KNN, lexical
+search) so that a PostgreSQL + pgvector implementation can sit beside this one later.
+
+Vectors: one vec0 table per searchable table, partitioned by `agent_id`, since every query is
+scoped to one agent and KNN inside a partition scans only that agent's vectors
+(docs/BENCHMARKS.md). The narrower filters are vec0 metadata columns, applied during the scan.
+
+Text: one FTS5 table per searchable table, filled by triggers from the base table. It holds the
+words of the text (`body`) and its CJK unigrams and bigrams (`cjk`), see orca_memory.db.functions,
+and the scope as one exact token per column (`agent_id`, `session_id`: "s" + hex of the value), so
+that scoping is a term of the MATCH itself rather than a join.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from array import array
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from django.db import connections
+
+from orca_memory.db.base import VectorSupport
+from orca_memory.db.functions import cjk_terms, without_cjk
+
+# vec0 scans a chunk at a time and reserves whole chunks per partition (default 1024 rows):
+# 128 keeps a small agent's footprint small and made in-partition KNN fastest when measured.
+CHUNK_SIZE = 128
+# vec0 refuses larger k.
+MAX_K = 4096
+# Bounds the cost of a long pasted query: every term is one more FTS5 lookup.
+MAX_QUERY_TERMS = 64
+
+
+@dataclass(frozen=True)
+class VectorTable:
+    name: str
+    key: str
+    metadata: dict[str, str]  # filterable column -> vec0 type
+
+
+@dataclass(frozen=True)
+class LexicalTable:
+    name: str
+    source: str
+    scopes: tuple[str, ...]
+
+
+MESSAGE_VECTORS = VectorTable(
+    "vec_main_messages",
+    "msg_id",
+    {"session_id": "text", "role": "text", "msg_type": "text", "created_at": "integer"},
+)
+SUMMARY_VECTORS = VectorTable("vec_short_term_memories", "memory_id", {"session_id": "text"})
+MEMORY_VECTORS = VectorTable("vec_long_term_memories", "memory_id", {"memory_type": "text"})
+VECTOR_TABLES = (MESSAGE_VECTORS, SUMMARY_VECTORS, MEMORY_VECTORS)
+
+MESSAGE_TEXT = LexicalTable("fts_main_messages", "main_messages", ("agent_id", "session_id"))
+SUMMARY_TEXT = LexicalTable(
+    "fts_short_term_memories", "short_term_memories", ("agent_id", "session_id")
+)
+MEMORY_TEXT = LexicalTable("fts_long_term_memories", "long_term_memories", ("agent_id",))
+LEXICAL_TABLES = (MESSAGE_TEXT, SUMMARY_TEXT, MEMORY_TEXT)
+
+FILTER_OPERATORS = frozenset({"=", "!=", "<", "<=", ">", ">="})
+
+
+class Hit(NamedTuple):
+    id: int
+    score: float
+
+
+class Filter(NamedTuple):
+    column: str
+    op: str
+    value: str | int | float
+
+
+def _q(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+# --- vectors -------------------------------------------------------------------------------
+
+
+def vector_table_sql(table: VectorTable, dimension: int) -> str:
+    # vec0's constructor does not parse quoted identifiers; these names are constants above.
+    metadata = "".join(f", {column} {kind}" for column, kind in table.metadata.items())
+    return (
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS {table.name} USING vec0("
+        f"{table.key} INTEGER PRIMARY KEY, agent_id TEXT PARTITION KEY{metadata}, "
+        f"embedding FLOAT[{int(dimension)}] distance_metric=cosine, chunk_size={CHUNK_SIZE})"
+    )
+
+
+def create_vector_tables(*, dimension: int, using: str = "default") -> None:
+    with connections[using].cursor() as cursor:
+        for table in VECTOR_TABLES:
+            cursor.execute(vector_table_sql(table, dimension))
+
+
+def drop_vector_tables(*, using: str = "default") -> None:
+    with connections[using].cursor() as cursor:
+        for table in VECTOR_TABLES:
+            cursor.execute(f"DROP TABLE IF EXISTS {_q(table.name)}")
+
+
+def vector_status(*, using: str = "default") -> VectorSupport:
+    """Whether KNN can run: sqlite-vec loaded and every vector table present."""
+    connection = connections[using]
+    support = connection.vector_search
+    if not support.enabled:
+        return support
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        present = {name for (name,) in cursor.fetchall()}
+    missing = [table.name for table in VECTOR_TABLES if table.name not in present]
+    if missing:
+        return VectorSupport(
+            False,
+            f"the vector tables {', '.join(missing)} are missing: the database was migrated "
+            "while sqlite-vec could not be loaded",
+            support.version,
+        )
+    return support
+
+
+def _as_float32(embedding: Sequence[float]) -> bytes:
+    if not all(math.isfinite(x) for x in embedding):
+        raise ValueError("embedding contains NaN or infinite values")
+    return array("f", embedding).tobytes()
+
+
+def vector_put(
+    table: VectorTable,
+    *,
+    row_id: int,
+    agent_id: str,
+    embedding: Sequence[float],
+    metadata: dict[str, str | int],
+    using: str = "default",
+) -> None:
+    """Insert or replace the vector of one row. Joins the caller's transaction."""
+    if set(metadata) != set(table.metadata):
+        raise ValueError(
+            f"{table.name} needs metadata {sorted(table.metadata)}, got {sorted(metadata)}"
+        )
+    columns = [table.key, "agent_id", *metadata, "embedding"]
+    values = [row_id, agent_id, *metadata.values(), _as_float32(embedding)]
+    with connections[using].cursor() as cursor:
+        # vec0 has no upsert, and a partition key cannot be updated: delete, then insert.
+        cursor.execute(f"DELETE FROM {_q(table.name)} WHERE {_q(table.key)} = %s", [row_id])
+        cursor.execute(
+            f"INSERT INTO {_q(table.name)} ({', '.join(map(_q, columns))}) "
+            f"VALUES ({', '.join(['%s'] * len(values))})",
+            values,
+        )
+
+
+def vector_delete(table: VectorTable, row_ids: Iterable[int], *, using: str = "default") -> None:
+    with connections[using].cursor() as cursor:
+        cursor.executemany(
+            f"DELETE FROM {_q(table.name)} WHERE {_q(table.key)} = %s", [[i] for i in row_ids]
+        )
+
+
+def knn(
+    table: VectorTable,
+    *,
+    agent_id: str,
+    embedding: Sequence[float],
+    k: int,
+    filters: Sequence[Filter] = (),
+    using: str = "default",
+) -> list[Hit]:
+    """The k nearest vectors of one agent; score is the cosine distance (lower is closer)."""
+    if not 1 <= k <= MAX_K:
+        raise ValueError(f"k must be between 1 and {MAX_K}")
+    conditions = ["embedding MATCH %s", "k = %s", "agent_id = %s"]
+    params: list[Any] = [_as_float32(embedding), k, agent_id]
+    for column, op, value in filters:
+        if column not in table.metadata or op not in FILTER_OPERATORS:
+            raise ValueError(f"cannot filter {table.name} on {column} {op}")
+        conditions.append(f"{_q(column)} {op} %s")
+        params.append(value)
+    sql = (
+        f"SELECT {_q(table.key)}, distance FROM {_q(table.name)} "
+        f"WHERE {' AND '.join(conditions)} ORDER BY distance"
+    )
+    with connections[using].cursor() as cursor:
+        cursor.execute(sql, params)
+        return [Hit(row_id, distance) for row_id, distance in cursor.fetchall()]
+
+
+# --- text ----------------------------------------------------------------------------------
+
+
+def scope_token(value: str) -> str:
+    """One unicode61 token per scope value, distinct for distinct values ("a-b" vs "a b")."""
+    return "s" + value.encode().hex()
+
+
+def lexical_table_sql(table: LexicalTable) -> list[tuple[str, str]]:
+    """(forward, reverse) statements: the FTS5 table and the triggers that keep it in sync."""
+    columns = ["body", "cjk", *table.scopes]
+    name, source = _q(table.name), _q(table.source)
+
+    def row(ref: str) -> str:
+        scopes = "".join(f", 's' || lower(hex({ref}.{_q(s)}))" for s in table.scopes)
+        content = f"{ref}.content"
+        return f"{ref}.id, orca_fts_words({content}), orca_cjk_terms({content}){scopes}"
+
+    insert = f"INSERT INTO {name} (rowid, {', '.join(columns)}) VALUES ({row('new')});"
+    delete = f"DELETE FROM {name} WHERE rowid = old.id;"
+    watched = ", ".join(_q(c) for c in ("content", *table.scopes))
+    trigger = (
+        _q(table.name + "_sync_insert"),
+        _q(table.name + "_sync_delete"),
+        _q(table.name + "_sync_update"),
+    )
+    return [
+        (
+            f"CREATE VIRTUAL TABLE {name} USING fts5({', '.join(columns)}, "
+            "tokenize='unicode61 remove_diacritics 2')",
+            f"DROP TABLE {name}",
+        ),
+        (
+            f"CREATE TRIGGER {trigger[0]} AFTER INSERT ON {source} BEGIN {insert} END",
+            f"DROP TRIGGER {trigger[0]}",
+        ),
+        (
+            f"CREATE TRIGGER {trigger[1]} AFTER DELETE ON {source} BEGIN {delete} END",
+            f"DROP TRIGGER {trigger[1]}",
+        ),
+        (
+            f"CREATE TRIGGER {trigger[2]} AFTER UPDATE OF {watched} ON {source} "
+            f"BEGIN {delete} {insert} END",
+            f"DROP TRIGGER {trigger[2]}",
+        ),
+    ]
+
+
+def _phrase(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
+
+
+def match_expression(query: str) -> str | None:
+    """An FTS5 expression OR-ing the query's words (body) and CJK bigrams (cjk); None if empty.
+
+    Every term is a quoted string, so no user text is read as FTS5 syntax.
+    """
+    terms: list[str] = []
+    for word in re.findall(r"\w+", without_cjk(query).lower()):
+        terms.append(f"body:{_phrase(word)}")
+    for term in cjk_terms(query, unigrams=False).split():
+        terms.append(f"cjk:{_phrase(term)}")
+    unique = list(dict.fromkeys(terms))[:MAX_QUERY_TERMS]
+    return " OR ".join(unique) if unique else None
+
+
+def lexical_search(
+    table: LexicalTable,
+    *,
+    agent_id: str,
+    query: str,
+    k: int,
+    session_id: str | None = None,
+    using: str = "default",
+) -> list[Hit]:
+    """The k best BM25 matches of one agent (optionally one session); higher score is better."""
+    if session_id is not None and "session_id" not in table.scopes:
+        raise ValueError(f"{table.name} has no session scope")
+    expression = match_expression(query)
+    if expression is None:
+        return []
+    scope = {"agent_id": agent_id, "session_id": session_id}
+    for column in table.scopes:
+        if scope[column] is not None:
+            expression = f"({expression}) AND {column}:{_phrase(scope_token(scope[column]))}"
+    # Scope columns weigh nothing in the score; they only restrict the match.
+    weights = ", ".join(["1.0", "1.0"] + ["0.0"] * len(table.scopes))
+    sql = (
+        f"SELECT rowid, bm25({_q(table.name)}, {weights}) AS score FROM {_q(table.name)} "
+        f"WHERE {_q(table.name)} MATCH %s ORDER BY score LIMIT %s"
+    )
+    with connections[using].cursor() as cursor:
+        cursor.execute(sql, [expression, k])
+        return [Hit(row_id, -score) for row_id, score in cursor.fetchall()]

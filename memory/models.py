@@ -1,0 +1,145 @@
+"""The design document's tables, with an `agent_id` scope on every row an agent owns.
+
+Defaults live in the database (`db_default`) so that rows written by plain SQL get them too,
+and the design's CHECK constraints are database constraints. Indexes that the design keys on
+`session_id` lead with `agent_id`, since every query is scoped to one agent first.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models.functions import Length, Now
+
+DEFAULT_AGENT = "default"
+# The design embeds only user and assistant messages of at least this many characters.
+EMBED_ROLES = ("user", "assistant")
+EMBED_MIN_CHARS = 10
+
+
+class Role(models.TextChoices):
+    USER = "user"
+    ASSISTANT = "assistant"
+    SYSTEM = "system"
+    TOOL = "tool"
+
+
+class MessageType(models.TextChoices):
+    NORMAL = "normal"
+    FACT = "fact"
+    TODO = "todo"
+    DECISION = "decision"
+    PREFERENCE = "preference"
+    ERROR = "error"
+
+
+class MemoryType(models.TextChoices):
+    PREFERENCE = "preference"
+    FACT = "fact"
+    DECISION = "decision"
+    PROJECT = "project"
+
+
+def _one_of(field: str, choices: type[models.TextChoices], name: str) -> models.CheckConstraint:
+    return models.CheckConstraint(condition=models.Q(**{f"{field}__in": choices.values}), name=name)
+
+
+def _between_0_and_1(field: str, name: str) -> models.CheckConstraint:
+    return models.CheckConstraint(
+        condition=models.Q(**{f"{field}__gte": 0, f"{field}__lte": 1}), name=name
+    )
+
+
+class MainMessageQuerySet(models.QuerySet["MainMessage"]):
+    def awaiting_embedding(self) -> MainMessageQuerySet:
+        """Messages the embedding worker still owes a vector."""
+        return self.annotate(content_chars=Length("content")).filter(
+            role__in=EMBED_ROLES, content_chars__gte=EMBED_MIN_CHARS, has_embedding=False
+        )
+
+
+class MainMessage(models.Model):
+    agent_id = models.TextField(db_default=DEFAULT_AGENT)
+    session_id = models.TextField()
+    role = models.TextField(choices=Role.choices)
+    content = models.TextField()
+    msg_type = models.TextField(choices=MessageType.choices, db_default=MessageType.NORMAL)
+    token_count = models.IntegerField(db_default=0)
+    has_embedding = models.BooleanField(db_default=False)
+    timestamp = models.DateTimeField(db_default=Now())
+    metadata = models.JSONField(null=True, blank=True)
+
+    objects = MainMessageQuerySet.as_manager()
+
+    class Meta:
+        db_table = "main_messages"
+        constraints = [
+            _one_of("role", Role, "main_messages_role_valid"),
+            _one_of("msg_type", MessageType, "main_messages_msg_type_valid"),
+            models.CheckConstraint(
+                condition=models.Q(token_count__gte=0), name="main_messages_token_count_nonnegative"
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["agent_id", "session_id", "-timestamp"], name="idx_main_session_time"
+            ),
+            models.Index(
+                fields=["role"],
+                condition=models.Q(role__in=EMBED_ROLES),
+                name="idx_main_role",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id} #{self.pk} {self.role}"
+
+
+class ShortTermMemory(models.Model):
+    agent_id = models.TextField(db_default=DEFAULT_AGENT)
+    session_id = models.TextField()
+    content = models.TextField()
+    source_count = models.IntegerField(db_default=1)
+    confidence = models.FloatField(db_default=0.8)
+    created_at = models.DateTimeField(db_default=Now())
+    updated_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "short_term_memories"
+        verbose_name_plural = "short-term memories"
+        constraints = [_between_0_and_1("confidence", "short_term_memories_confidence_0_1")]
+        indexes = [
+            models.Index(fields=["agent_id", "session_id", "-updated_at"], name="idx_stm_session"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id} summary #{self.pk}"
+
+
+class LongTermMemory(models.Model):
+    agent_id = models.TextField(db_default=DEFAULT_AGENT)
+    content = models.TextField()
+    memory_type = models.TextField(choices=MemoryType.choices)
+    source_session = models.TextField(null=True, blank=True)
+    confidence = models.FloatField(db_default=0.5)
+    access_count = models.IntegerField(db_default=0)
+    last_accessed = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "long_term_memories"
+        verbose_name_plural = "long-term memories"
+        constraints = [
+            _one_of("memory_type", MemoryType, "long_term_memories_type_valid"),
+            _between_0_and_1("confidence", "long_term_memories_confidence_0_1"),
+            models.CheckConstraint(
+                condition=models.Q(access_count__gte=0),
+                name="long_term_memories_access_count_nonnegative",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["agent_id", "memory_type", "-confidence"], name="idx_ltm_type"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.memory_type} #{self.pk}"

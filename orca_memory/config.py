@@ -1,0 +1,135 @@
+"""Configuration: `~/.orca/config.toml`, overridden by environment variables.
+
+Every setting has one row in `SETTINGS` below: its TOML section and key, its type and its
+default; its environment variable is SECTION_KEY in capitals (`[orca] db_path` is ORCA_DB_PATH).
+README.md lists the same rows for operators.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class ConfigError(Exception):
+    """A configuration file or variable that cannot be used; the message names where it is."""
+
+
+@dataclass(frozen=True)
+class Config:
+    home: Path
+    config_file: Path
+    data_dir: Path
+    db_path: Path
+    model_window: int
+    embedding_dim: int
+    # The key authenticates every SiliconFlow call: keep it out of repr(), logs and pages.
+    siliconflow_api_key: str | None = field(repr=False)
+    siliconflow_base_url: str
+    siliconflow_embedding_model: str
+    siliconflow_chat_model: str
+
+
+def _positive_int(value: str) -> int:
+    number = int(value)
+    if number <= 0:
+        raise ValueError(f"{value!r} is not a positive integer")
+    return number
+
+
+def _path(value: str) -> Path:
+    return Path(value).expanduser()
+
+
+def _text(value: str) -> str:
+    if not value.strip():
+        raise ValueError("it is empty")
+    return value
+
+
+@dataclass(frozen=True)
+class Setting:
+    section: str
+    key: str
+    parse: Callable[[str], Any]
+    default: Any  # a value, or a function of the settings resolved before this one
+
+    @property
+    def env(self) -> str:
+        return f"{self.section}_{self.key}".upper()
+
+    @property
+    def attribute(self) -> str:
+        return self.key if self.section == "orca" else f"{self.section}_{self.key}"
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("orca", "data_dir", _path, lambda resolved: resolved["home"] / "data"),
+    Setting("orca", "db_path", _path, lambda resolved: resolved["data_dir"] / "orca.db"),
+    Setting("orca", "model_window", _positive_int, 8192),
+    Setting("orca", "embedding_dim", _positive_int, 1024),
+    Setting("siliconflow", "api_key", _text, None),
+    Setting("siliconflow", "base_url", _text, "https://api.siliconflow.cn/v1"),
+    Setting("siliconflow", "embedding_model", _text, "Pro/BAAI/bge-m3"),
+    Setting("siliconflow", "chat_model", _text, "Qwen/Qwen2.5-7B-Instruct"),
+)
+
+
+def _read_file(path: Path) -> dict[str, dict[str, Any]]:
+    try:
+        with path.open("rb") as f:
+            document = tomllib.load(f)
+    except FileNotFoundError:
+        return {}
+    except tomllib.TOMLDecodeError as exc:
+        # tomllib's message ends with "(at line L, column C)".
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    known: dict[str, set[str]] = {}
+    for setting in SETTINGS:
+        known.setdefault(setting.section, set()).add(setting.key)
+    for section, table in document.items():
+        if section not in known or not isinstance(table, dict):
+            raise ConfigError(f"{path}: unknown section [{section}] (known: {', '.join(known)})")
+        unknown = sorted(set(table) - known[section])
+        if unknown:
+            raise ConfigError(
+                f"{path}: unknown key {unknown[0]!r} in [{section}] "
+                f"(known: {', '.join(sorted(known[section]))})"
+            )
+    return document
+
+
+def _parse(setting: Setting, raw: Any, where: str) -> Any:
+    # TOML gives typed values; the environment gives strings. Parse both from text so a
+    # setting means the same wherever it comes from.
+    if isinstance(raw, bool) or not isinstance(raw, str | int):
+        raise ConfigError(f"{where}: expected a string or a number, got {type(raw).__name__}")
+    try:
+        return setting.parse(str(raw))
+    except ValueError as exc:
+        raise ConfigError(f"{where}: invalid value {raw!r} ({exc})") from exc
+
+
+def load_config(env: Mapping[str, str] | None = None) -> Config:
+    """Defaults, then `$ORCA_HOME/config.toml` (default `~/.orca`), then the environment."""
+    env = os.environ if env is None else env
+    home = Path(env.get("ORCA_HOME") or "~/.orca").expanduser()
+    config_file = home / "config.toml"
+    document = _read_file(config_file)
+    values: dict[str, Any] = {"home": home, "config_file": config_file}
+    for setting in SETTINGS:
+        if env.get(setting.env):
+            raw, where = env[setting.env], f"environment variable {setting.env}"
+        elif setting.key in document.get(setting.section, {}):
+            raw = document[setting.section][setting.key]
+            where = f"{config_file}: [{setting.section}] {setting.key}"
+        else:
+            default = setting.default
+            values[setting.attribute] = default(values) if callable(default) else default
+            continue
+        values[setting.attribute] = _parse(setting, raw, where)
+    return Config(**values)

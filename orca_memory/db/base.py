@@ -1,0 +1,183 @@
+"""Django's SQLite backend, plus sqlite-vec on every connection and the pragmas orca relies on.
+
+Selected with `ENGINE = "orca_memory.db"`. Like Django's SpatiaLite backend it loads an extension
+in `get_new_connection()`. Many Python builds (this project's pyenv ones among them) compile the
+standard library's sqlite3 without extension loading; then the `pysqlite3` driver (package
+`pysqlite3-binary`) is used instead. When neither can load sqlite-vec, the service still runs:
+`connection.vector_search` says vectors are off and why, and the reason is logged once.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import logging
+import sqlite3
+from collections.abc import Mapping
+from dataclasses import dataclass
+from itertools import tee
+from types import ModuleType
+from typing import Any
+
+from django.db.backends.sqlite3 import base as sqlite_base
+from django.db.backends.sqlite3._functions import register as register_django_functions
+from django.utils.dateparse import parse_date, parse_datetime, parse_time
+
+from orca_memory.db import functions
+
+logger = logging.getLogger(__name__)
+
+# Writers queue behind each other (IMMEDIATE transactions); a 10 s wait absorbs bursts of
+# concurrent API calls and background embedding without surfacing "database is locked".
+BUSY_TIMEOUT_MS = 10_000
+# vec0 has no ANN index: every KNN scans the vectors, and memory-mapped reads make that
+# scan ~1.5x faster (docs/BENCHMARKS.md). The map is virtual address space, not RSS.
+MMAP_SIZE = 1 << 30
+
+
+def _pick_driver() -> ModuleType:
+    """The standard library's sqlite3 when it can load extensions, else pysqlite3 if installed."""
+    if hasattr(sqlite3.Connection, "enable_load_extension"):
+        return sqlite3
+    try:
+        from pysqlite3 import dbapi2
+    except ImportError:
+        return sqlite3
+    return dbapi2
+
+
+Driver = _pick_driver()
+
+
+@dataclass(frozen=True)
+class VectorSupport:
+    """Whether this connection can use vec0, and if not, a reason an operator can act on."""
+
+    enabled: bool
+    reason: str | None = None
+    version: str | None = None
+
+
+_logged_reasons: set[str] = set()
+
+
+def load_sqlite_vec(conn: Any) -> VectorSupport:
+    try:
+        import sqlite_vec
+    except ImportError as exc:
+        return VectorSupport(False, f"the sqlite-vec package cannot be imported ({exc})")
+    if not hasattr(conn, "enable_load_extension"):
+        return VectorSupport(
+            False,
+            "this Python's sqlite3 cannot load extensions and pysqlite3-binary is not installed",
+        )
+    try:
+        conn.enable_load_extension(True)
+        try:
+            sqlite_vec.load(conn)
+        finally:
+            conn.enable_load_extension(False)
+        (version,) = conn.execute("SELECT vec_version()").fetchone()
+    except Driver.Error as exc:
+        return VectorSupport(False, f"loading the sqlite-vec extension failed ({exc})")
+    return VectorSupport(True, version=version)
+
+
+def _log_once(support: VectorSupport) -> None:
+    if support.reason and support.reason not in _logged_reasons:
+        _logged_reasons.add(support.reason)
+        logger.warning("Vector search is disabled: %s", support.reason)
+
+
+if Driver is not sqlite3:
+    # Django registers these on the standard library's module only.
+    Driver.register_converter("bool", b"1".__eq__)
+    Driver.register_converter("date", sqlite_base.decoder(parse_date))
+    Driver.register_converter("time", sqlite_base.decoder(parse_time))
+    Driver.register_converter("datetime", sqlite_base.decoder(parse_datetime))
+    Driver.register_converter("timestamp", sqlite_base.decoder(parse_datetime))
+    Driver.register_adapter(decimal.Decimal, str)
+    Driver.register_adapter(datetime.date, sqlite_base.adapt_date)
+    Driver.register_adapter(datetime.datetime, sqlite_base.adapt_datetime)
+
+
+class Connection(Driver.Connection):
+    """The driver's connection; on pysqlite3 it adds `getlimit()`, which Django 6.1 calls.
+
+    pysqlite3 offers no `setlimit()` either, so a connection's limits are the compile-time
+    maxima that `PRAGMA compile_options` reports (SQLite's documented defaults otherwise).
+    """
+
+    if not hasattr(Driver.Connection, "getlimit"):
+        _LIMITS = {
+            sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER: ("MAX_VARIABLE_NUMBER", 32766),
+            sqlite3.SQLITE_LIMIT_COLUMN: ("MAX_COLUMN", 2000),
+        }
+
+        def getlimit(self, category: int) -> int:
+            option, default = self._LIMITS[category]
+            for (compile_option,) in self.execute("PRAGMA compile_options"):
+                name, _, value = compile_option.partition("=")
+                if name == option:
+                    return int(value)
+            return default
+
+
+class CursorWrapper(Driver.Cursor):
+    """Django's SQLiteCursorWrapper on whichever driver is in use.
+
+    Django's class subclasses the standard library's Cursor, which a pysqlite3 connection
+    refuses as a cursor factory; the body is Django's.
+    """
+
+    convert_query = sqlite_base.SQLiteCursorWrapper.convert_query
+
+    def execute(self, query: str, params: Any = None) -> Any:
+        if params is None:
+            return super().execute(query)
+        param_names = list(params) if isinstance(params, Mapping) else None
+        query = self.convert_query(query, param_names=param_names)
+        return super().execute(query, params)
+
+    def executemany(self, query: str, param_list: Any) -> Any:
+        peekable, param_list = tee(iter(param_list))
+        if (params := next(peekable, None)) and isinstance(params, Mapping):
+            param_names = list(params)
+        else:
+            param_names = None
+        query = self.convert_query(query, param_names=param_names)
+        return super().executemany(query, param_list)
+
+
+class DatabaseWrapper(sqlite_base.DatabaseWrapper):
+    Database = Driver
+
+    _vector_support: VectorSupport | None = None
+
+    @property
+    def vector_search(self) -> VectorSupport:
+        """Whether vec0 is loaded on this connection (opening it if needed)."""
+        self.ensure_connection()
+        assert self._vector_support is not None
+        return self._vector_support
+
+    def get_new_connection(self, conn_params: dict[str, Any]) -> Any:
+        # Django's body with our driver and connection class, then orca's additions.
+        conn = Driver.connect(**conn_params, factory=Connection)
+        register_django_functions(conn)
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA legacy_alter_table = OFF")
+        for init_command in self.init_commands:
+            if init_command := init_command.strip():
+                conn.execute(init_command)
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute(f"PRAGMA mmap_size = {MMAP_SIZE}")
+        functions.register(conn)
+        self._vector_support = load_sqlite_vec(conn)
+        _log_once(self._vector_support)
+        return conn
+
+    def create_cursor(self, name: str | None = None) -> Any:
+        return self.connection.cursor(factory=CursorWrapper)

@@ -1,0 +1,43 @@
+"""Sub-agent transcripts, kept apart from the main conversation (design: 子 Agent 隔离)."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models.functions import Now
+
+from memory.models import MainMessage
+
+
+class SubagentRole(models.TextChoices):
+    ASSISTANT = "assistant"
+    SYSTEM = "system"
+
+
+class SubagentMessage(models.Model):
+    # ON DELETE CASCADE in the database, so deleting a main message by any route (ORM, admin,
+    # plain SQL) takes its sub-agent transcript with it.
+    parent_msg = models.ForeignKey(
+        MainMessage,
+        on_delete=models.DB_CASCADE,
+        db_column="parent_msg_id",
+        db_index=False,
+        related_name="subagent_messages",
+    )
+    session_id = models.TextField()
+    agent_name = models.TextField()
+    role = models.TextField(choices=SubagentRole.choices)
+    content = models.TextField()
+    timestamp = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "subagent_messages"
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(role__in=SubagentRole.values),
+                name="subagent_messages_role_valid",
+            ),
+        ]
+        indexes = [models.Index(fields=["parent_msg"], name="idx_subagent_parent")]
+
+    def __str__(self) -> str:
+        return f"{self.agent_name} #{self.pk} {self.role}"

@@ -1,0 +1,22 @@
+"""Test settings: a throwaway ORCA_HOME, so tests never read or write the user's ~/.orca."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import tempfile
+
+os.environ["ORCA_HOME"] = tempfile.mkdtemp(prefix="orca-test-")
+atexit.register(shutil.rmtree, os.environ["ORCA_HOME"], ignore_errors=True)
+for name in list(os.environ):
+    if name.startswith(("SILICONFLOW_", "ORCA_")) and name != "ORCA_HOME":
+        del os.environ[name]
+
+from orca_memory.settings import *  # noqa: E402, F403
+
+TASKS = {"default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"}}
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+STATIC_ROOT = ORCA.data_dir / "static"  # noqa: F405
+STATIC_ROOT.mkdir(exist_ok=True)

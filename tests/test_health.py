@@ -1,0 +1,80 @@
+"""GET /api/v1/health: open to all, and honest about the database, vectors and backlog."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sqlite_vec
+
+from memory.models import MainMessage
+
+pytestmark = pytest.mark.django_db
+
+
+def test_it_reports_a_healthy_service_without_auth(client, sql):
+    MainMessage.objects.create(session_id="s", role="user", content="long enough to embed")
+    MainMessage.objects.create(session_id="s", role="user", content="short")
+    MainMessage.objects.create(session_id="s", role="tool", content="tools are never embedded")
+    MainMessage.objects.create(
+        session_id="s", role="assistant", content="already has its vector", has_embedding=True
+    )
+
+    response = client.get("/api/v1/health")
+
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "ok"
+    assert body["database"] == {
+        "ok": True,
+        "sqlite_version": sql("SELECT sqlite_version()")[0][0],
+        "journal_mode": "wal",
+        "error": None,
+    }
+    assert body["vector_search"] == {
+        "enabled": True,
+        "reason": None,
+        "sqlite_vec_version": f"v{sqlite_vec.__version__}",
+        "dimension": 1024,
+    }
+    assert body["embedding"] == {"provider": "none", "pending": 1}
+
+
+def test_it_is_in_the_openapi_schema(client):
+    schema = client.get("/api/v1/openapi.json").json()
+    assert "/api/v1/health" in schema["paths"]
+
+
+def test_it_answers_503_when_the_database_cannot_be_opened(tmp_path):
+    unopenable = tmp_path / "a-directory.db"
+    unopenable.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    env.update(ORCA_HOME=str(tmp_path), ORCA_DB_PATH=str(unopenable))
+    script = (
+        "import json; from django.test import Client; "
+        "r = Client(SERVER_NAME='localhost').get('/api/v1/health'); "
+        "print(json.dumps({'code': r.status_code, 'body': r.json()}))"
+    )
+    result = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", script],
+        cwd=Path(__file__).resolve().parent.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["code"] == 503
+    assert report["body"]["status"] == "error"
+    assert report["body"]["database"]["ok"] is False
+    assert "unable to open database file" in report["body"]["database"]["error"]
+
+
+def test_the_api_docs_load_without_a_cdn(client):
+    page = client.get("/api/v1/docs").content.decode()
+    assert "/static/ninja/swagger-ui-bundle.js" in page
+    assert "cdn" not in page.lower()

@@ -1,0 +1,145 @@
+"""The vec0 layer: put, KNN with scope and filters, delete, and transactions."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from django.conf import settings
+from django.db import IntegrityError, OperationalError, transaction
+
+from memory import index
+from memory.index import MESSAGE_VECTORS, Filter
+
+pytestmark = pytest.mark.django_db
+
+DIM = settings.ORCA.embedding_dim
+
+
+def unit(axis: int, wobble: float = 0.0) -> list[float]:
+    """A vector pointing along one axis, tilted slightly towards the next one."""
+    vector = [0.0] * DIM
+    vector[axis] = 1.0
+    vector[(axis + 1) % DIM] = wobble
+    return vector
+
+
+def put(
+    row_id: int, vector: list[float], *, agent: str = "a1", session: str = "s1", **extra
+) -> None:
+    metadata = {"session_id": session, "role": "user", "msg_type": "normal", "created_at": 100}
+    metadata.update(extra)
+    index.vector_put(
+        MESSAGE_VECTORS, row_id=row_id, agent_id=agent, embedding=vector, metadata=metadata
+    )
+
+
+def test_it_returns_the_written_vector_first():
+    put(1, unit(0))
+    put(2, unit(1))
+    put(3, unit(0, wobble=0.5))
+
+    hits = index.knn(MESSAGE_VECTORS, agent_id="a1", embedding=unit(0), k=3)
+
+    assert [hit.id for hit in hits] == [1, 3, 2]
+    assert math.isclose(hits[0].score, 0.0, abs_tol=1e-6)
+    assert math.isclose(hits[2].score, 1.0, abs_tol=1e-6)  # orthogonal: cosine distance 1
+
+
+def test_it_never_returns_another_agents_vectors():
+    put(1, unit(0), agent="a1")
+    put(2, unit(0), agent="a2")
+
+    assert [
+        hit.id for hit in index.knn(MESSAGE_VECTORS, agent_id="a2", embedding=unit(0), k=5)
+    ] == [2]
+    assert index.knn(MESSAGE_VECTORS, agent_id="nobody", embedding=unit(0), k=5) == []
+
+
+def test_it_filters_on_metadata_inside_the_scan():
+    put(1, unit(0), session="s1", created_at=100)
+    put(2, unit(0, 0.1), session="s2", created_at=200)
+    put(3, unit(0, 0.2), session="s2", created_at=300, role="assistant")
+
+    def ids(*filters: Filter) -> list[int]:
+        hits = index.knn(MESSAGE_VECTORS, agent_id="a1", embedding=unit(0), k=5, filters=filters)
+        return [hit.id for hit in hits]
+
+    assert ids(Filter("session_id", "=", "s2")) == [2, 3]
+    assert ids(Filter("created_at", ">=", 200), Filter("created_at", "<", 300)) == [2]
+    assert ids(Filter("role", "=", "assistant")) == [3]
+
+
+def test_it_refuses_filters_on_unknown_columns_or_operators():
+    with pytest.raises(ValueError):
+        index.knn(
+            MESSAGE_VECTORS,
+            agent_id="a1",
+            embedding=unit(0),
+            k=1,
+            filters=[Filter("content; DROP TABLE main_messages", "=", "x")],
+        )
+    with pytest.raises(ValueError):
+        index.knn(
+            MESSAGE_VECTORS,
+            agent_id="a1",
+            embedding=unit(0),
+            k=1,
+            filters=[Filter("session_id", "LIKE", "%")],
+        )
+
+
+def test_it_replaces_a_vector_in_place():
+    put(1, unit(0))
+    put(1, unit(5), agent="a1")
+
+    hits = index.knn(MESSAGE_VECTORS, agent_id="a1", embedding=unit(5), k=5)
+    assert [hit.id for hit in hits] == [1]
+    assert math.isclose(hits[0].score, 0.0, abs_tol=1e-6)
+
+
+def test_it_deletes_vectors():
+    put(1, unit(0))
+    put(2, unit(1))
+    index.vector_delete(MESSAGE_VECTORS, [1])
+    assert [
+        hit.id for hit in index.knn(MESSAGE_VECTORS, agent_id="a1", embedding=unit(0), k=5)
+    ] == [2]
+
+
+def test_it_refuses_vectors_that_are_not_finite_or_the_wrong_size():
+    with pytest.raises(ValueError):
+        put(1, [math.nan] * DIM)
+    with pytest.raises((OperationalError, IntegrityError)), transaction.atomic():
+        put(1, [0.5] * (DIM - 1))
+    assert index.knn(MESSAGE_VECTORS, agent_id="a1", embedding=unit(0), k=5) == []
+
+
+def test_a_rolled_back_savepoint_leaves_no_vector():
+    put(1, unit(0))
+    with pytest.raises(RuntimeError), transaction.atomic():
+        put(2, unit(0, 0.1))
+        raise RuntimeError("the embedding batch failed after the insert")
+    assert [
+        hit.id for hit in index.knn(MESSAGE_VECTORS, agent_id="a1", embedding=unit(0), k=5)
+    ] == [1]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rolled_back_transaction_leaves_no_vector():
+    with pytest.raises(RuntimeError), transaction.atomic():
+        put(7, unit(0))
+        raise RuntimeError("crash before commit")
+    assert index.knn(MESSAGE_VECTORS, agent_id="a1", embedding=unit(0), k=5) == []
+    put(8, unit(0))
+    assert [
+        hit.id for hit in index.knn(MESSAGE_VECTORS, agent_id="a1", embedding=unit(0), k=5)
+    ] == [8]
+
+
+def test_it_creates_every_vector_table_with_the_configured_dimension(sql):
+    for table in index.VECTOR_TABLES:
+        (ddl,) = sql("SELECT sql FROM sqlite_master WHERE name = %s", [table.name])[0]
+        assert f"FLOAT[{DIM}]" in ddl.upper()
+        assert "agent_id TEXT PARTITION KEY" in ddl
+    assert index.vector_status().enabled

@@ -1,0 +1,82 @@
+"""Without sqlite-vec the service still starts, stores and searches text, and says why."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import sqlite_vec
+
+from orca_memory.db.base import Driver, load_sqlite_vec
+
+ROOT = Path(__file__).resolve().parent.parent
+NO_SQLITE_VEC = ROOT / "tests" / "fixtures" / "no_sqlite_vec"
+
+SCRIPT = """
+import json
+from django.test import Client
+from memory import index
+from memory.models import MainMessage
+m = MainMessage.objects.create(agent_id="a1", session_id="s1", role="user", content="我的偏好是喝茶 always")
+hits = index.lexical_search(index.MESSAGE_TEXT, agent_id="a1", query="偏好", k=5)
+response = Client(SERVER_NAME="localhost").get("/api/v1/health")
+print(json.dumps({"saved": m.pk, "hits": [h.id for h in hits],
+                  "status_code": response.status_code, "health": response.json()}))
+"""
+
+
+def manage(home: Path, *args: str, without_sqlite_vec: bool) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    env["ORCA_HOME"] = str(home)
+    if without_sqlite_vec:
+        env["PYTHONPATH"] = str(NO_SQLITE_VEC)
+    result = subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+def test_it_runs_without_sqlite_vec_and_says_why(tmp_path):
+    migrated = manage(tmp_path, "migrate", "--no-input", without_sqlite_vec=True)
+    assert (
+        migrated.stderr.count(
+            "Vector search is disabled: the sqlite-vec package cannot be imported"
+        )
+        == 1
+    )
+
+    result = manage(tmp_path, "shell", "-c", SCRIPT, without_sqlite_vec=True)
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+
+    assert report["hits"] == [report["saved"]]
+    assert report["status_code"] == 200
+    health = report["health"]
+    assert health["status"] == "degraded"
+    assert health["database"]["ok"] is True
+    assert health["vector_search"]["enabled"] is False
+    assert "sqlite-vec package cannot be imported" in health["vector_search"]["reason"]
+    assert health["embedding"]["pending"] == 1
+
+    # sqlite-vec back, but the database was migrated without it: health names what is missing.
+    result = manage(tmp_path, "shell", "-c", SCRIPT, without_sqlite_vec=False)
+    health = json.loads(result.stdout.strip().splitlines()[-1])["health"]
+    assert health["vector_search"]["enabled"] is False
+    assert "vec_main_messages" in health["vector_search"]["reason"]
+
+
+def test_a_failing_extension_load_is_reported(monkeypatch):
+    monkeypatch.setattr(sqlite_vec, "loadable_path", lambda: "/nonexistent/vec0")
+    conn = Driver.connect(":memory:")
+    support = load_sqlite_vec(conn)
+    assert support.enabled is False
+    assert "loading the sqlite-vec extension failed" in support.reason
+    assert conn.execute("SELECT 1").fetchone() == (1,)  # the connection still works
