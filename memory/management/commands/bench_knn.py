@@ -25,7 +25,7 @@ from orca_memory.db.base import MMAP_SIZE, Driver, load_sqlite_vec
 K = 10
 SESSIONS_PER_AGENT = 20
 ROWS_PER_SESSION_BLOCK = 1000  # ids 1-999 are session 0 of every agent, 1000-1999 session 1...
-QUERY_AGENT = 3
+QUERY_AGENT = 0  # exists whatever --agents says
 
 
 @dataclass(frozen=True)
@@ -105,22 +105,24 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
         parser.add_argument("--dims", type=int, nargs="+", default=[1024, 384])
-        parser.add_argument("--agents", type=int, default=10)
+        parser.add_argument("--agents", type=int, nargs="+", default=[10, 1])
         parser.add_argument("--queries", type=int, default=30)
 
     def handle(self, *args: Any, **options: Any) -> None:
         rng = np.random.default_rng(7)
         self.stdout.write(
-            f"k={K}, {options['agents']} agents, {options['queries']} queries per row, "
-            f"sqlite-vec via {Driver.__name__}, times are medians\n"
+            f"k={K}, {options['queries']} queries per row, sqlite-vec via {Driver.__name__}\n"
         )
-        self.stdout.write("| vectors | dims | layout | insert vec/s | KNN ms (median) | p95 ms |")
-        self.stdout.write("|---|---|---|---|---|---|")
-        for dimension in options["dims"]:
-            for size in options["sizes"]:
-                vectors = _unit_vectors(rng, size, dimension)
-                queries = _unit_vectors(rng, options["queries"], dimension)
-                self._bench_size(vectors, queries, options["agents"])
+        self.stdout.write(
+            "| vectors | agents | dims | layout | insert vec/s | KNN ms (median) | p95 ms |"
+        )
+        self.stdout.write("|---|---|---|---|---|---|---|")
+        for agents in options["agents"]:
+            for dimension in options["dims"]:
+                for size in options["sizes"]:
+                    vectors = _unit_vectors(rng, size, dimension)
+                    queries = _unit_vectors(rng, options["queries"], dimension)
+                    self._bench_size(vectors, queries, agents)
 
     def _bench_size(self, vectors: np.ndarray, queries: np.ndarray, agents: int) -> None:
         size, dimension = vectors.shape
@@ -142,7 +144,8 @@ class Command(BaseCommand):
                     assert len(rows) == K
                 p95 = sorted(timings)[int(0.95 * (len(timings) - 1))] * 1000
                 self.stdout.write(
-                    f"| {size:,} | {dimension} | {layout.label} | {insert_rate[layout.ddl]:,.0f} | "
+                    f"| {size:,} | {agents} | {dimension} | {layout.label} | "
+                    f"{insert_rate[layout.ddl]:,.0f} | "
                     f"{_median_ms(timings):.2f} | {p95:.2f} |"
                 )
             conn.close()
@@ -153,8 +156,8 @@ class Command(BaseCommand):
             np.argpartition(-(own @ query), K)[:K]
             timings.append(time.perf_counter() - start)
         self.stdout.write(
-            f"| {size:,} | {dimension} | numpy scan of the agent's {len(own):,} vectors | - | "
-            f"{_median_ms(timings):.2f} | - |"
+            f"| {size:,} | {agents} | {dimension} | numpy scan of the agent's {len(own):,} "
+            f"vectors | - | {_median_ms(timings):.2f} | - |"
         )
 
     def _connect(self, path: Path) -> Any:
