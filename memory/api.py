@@ -1,13 +1,137 @@
-"""The memory app's JSON endpoints, mounted at /api/v1/ by orca_memory.api."""
+"""The memory app's JSON endpoints, mounted at /api/v1/ by orca_memory.api.
 
-from __future__ import annotations
+Every endpoint but health sees only the data of the agent its API key belongs to
+(`request.auth`); another agent's session, message or memory answers 404.
+"""
 
-from django.http import HttpRequest
-from ninja import Router, Schema, Status
+# No `from __future__ import annotations` here: django-ninja builds its schemas from the
+# annotations, and @paginate's wrapper cannot resolve postponed ones (pydantic then fails on
+# the first request with "QueryParams is not fully defined").
+from datetime import datetime
+from typing import Any
+
+from django.http import Http404, HttpRequest
+from django.shortcuts import get_object_or_404
+from django.utils import timezone
+from ninja import Field, Query, Router, Schema, Status
+from ninja.pagination import paginate
+from pydantic import field_validator
 
 from memory.health import service_health
+from memory.memories import (
+    memories_of,
+    memory_create,
+    memory_delete,
+    memory_expire,
+    memory_update,
+)
+from memory.messages import message_add, session_delete, session_messages, sessions_of
+from memory.models import LongTermMemory, MemoryType, MessageType, Role, ShortTermMemory
+from memory.validation import check_metadata, check_text
 
-router = Router(tags=["health"])
+router = Router()
+
+
+# --- schemas -------------------------------------------------------------------------------
+
+
+class TextSchema(Schema):
+    """Rejects NUL and text that is not valid UTF-8 in every string field, with its name."""
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _valid_text(cls, value: Any, info: Any) -> Any:
+        if isinstance(value, str):
+            check_text(info.field_name, value)
+        return value
+
+
+class MessageIn(TextSchema):
+    role: Role
+    content: str
+    msg_type: MessageType = MessageType.NORMAL
+    metadata: dict[str, Any] | None = None
+
+    @field_validator("metadata")
+    @classmethod
+    def _valid_metadata(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return check_metadata(value)
+
+
+class MessageOut(Schema):
+    id: int
+    session_id: str
+    role: Role
+    content: str
+    msg_type: MessageType
+    token_count: int
+    has_embedding: bool
+    timestamp: datetime
+    metadata: dict[str, Any] | None
+
+
+class SessionOut(Schema):
+    session_id: str
+    message_count: int
+    first_timestamp: datetime
+    last_timestamp: datetime
+
+
+class SessionDeletedOut(Schema):
+    session_id: str
+    deleted_messages: int
+    deleted_summaries: int
+
+
+class SummaryOut(Schema):
+    id: int
+    content: str
+    source_count: int
+    confidence: float
+    created_at: datetime
+    updated_at: datetime | None
+
+
+class MemoryIn(TextSchema):
+    content: str
+    memory_type: MemoryType
+    confidence: float = Field(0.5, ge=0, le=1)
+    expires_at: datetime | None = None
+    source_session: str | None = None
+
+
+class MemoryPatch(TextSchema):
+    content: str | None = None
+    memory_type: MemoryType | None = None
+    confidence: float | None = Field(None, ge=0, le=1)
+    expires_at: datetime | None = None
+    source_session: str | None = None
+
+
+class MemoryOut(Schema):
+    id: int
+    content: str
+    memory_type: MemoryType
+    source_session: str | None
+    confidence: float
+    access_count: int
+    last_accessed: datetime | None
+    expires_at: datetime | None
+    created_at: datetime
+    expired: bool
+
+    @staticmethod
+    def resolve_expired(memory: LongTermMemory) -> bool:
+        return memory.expires_at is not None and memory.expires_at <= timezone.now()
+
+
+class MemoryFilters(Schema):
+    type: MemoryType | None = None
+    q: str | None = Field(None, description="text to search for (words or Chinese)")
+    include_expired: bool = False
+
+
+# --- health --------------------------------------------------------------------------------
 
 
 class DatabaseHealthOut(Schema):
@@ -36,8 +160,109 @@ class HealthOut(Schema):
     embedding: EmbeddingHealthOut
 
 
-@router.get("/health", response={200: HealthOut, 503: HealthOut}, auth=None)
+@router.get("/health", response={200: HealthOut, 503: HealthOut}, auth=None, tags=["health"])
 def health(request: HttpRequest) -> Status[dict[str, object]]:
     """Database, vector search and embedding backlog. Needs no API key."""
     report = service_health()
     return Status(503 if report.status == "error" else 200, report.as_dict())
+
+
+# --- sessions and messages -----------------------------------------------------------------
+
+
+@router.post("/sessions/{session_id}/messages", response={201: MessageOut}, tags=["messages"])
+def post_message(request: HttpRequest, session_id: str, payload: MessageIn) -> Status[Any]:
+    """Store one message of a conversation; the session starts with its first message."""
+    message = message_add(agent_id=request.auth, session_id=session_id, **payload.dict())
+    return Status(201, message)
+
+
+@router.get("/sessions", response=list[SessionOut], tags=["messages"])
+@paginate
+def list_sessions(request: HttpRequest) -> Any:
+    """The agent's sessions, most recently active first."""
+    return sessions_of(request.auth)
+
+
+def _session_or_404(agent_id: str, session_id: str) -> Any:
+    messages = session_messages(agent_id, session_id)
+    if not messages.exists():
+        raise Http404("no such session")
+    return messages
+
+
+@router.get("/sessions/{session_id}/messages", response=list[MessageOut], tags=["messages"])
+@paginate
+def list_messages(request: HttpRequest, session_id: str) -> Any:
+    """The session's messages, oldest first."""
+    return _session_or_404(request.auth, session_id)
+
+
+@router.delete("/sessions/{session_id}", response=SessionDeletedOut, tags=["messages"])
+def delete_session(request: HttpRequest, session_id: str) -> dict[str, Any]:
+    """Delete the session's messages, sub-agent transcripts, summaries and vectors."""
+    deleted = session_delete(agent_id=request.auth, session_id=session_id)
+    if not (deleted.messages or deleted.summaries):
+        raise Http404("no such session")
+    return {
+        "session_id": session_id,
+        "deleted_messages": deleted.messages,
+        "deleted_summaries": deleted.summaries,
+    }
+
+
+@router.get("/sessions/{session_id}/summaries", response=list[SummaryOut], tags=["memories"])
+def list_summaries(request: HttpRequest, session_id: str) -> Any:
+    """The session's short-term summaries, newest first."""
+    _session_or_404(request.auth, session_id)
+    return ShortTermMemory.objects.filter(agent_id=request.auth, session_id=session_id).order_by(
+        "-created_at", "-id"
+    )
+
+
+# --- long-term memories --------------------------------------------------------------------
+
+
+def _memory_or_404(request: HttpRequest, memory_id: int) -> LongTermMemory:
+    return get_object_or_404(LongTermMemory, pk=memory_id, agent_id=request.auth)
+
+
+@router.get("/memories", response=list[MemoryOut], tags=["memories"])
+@paginate
+def list_memories(request: HttpRequest, filters: Query[MemoryFilters]) -> Any:
+    """The agent's long-term memories; with `q`, best match first."""
+    return memories_of(
+        request.auth,
+        memory_type=filters.type,
+        query=filters.q,
+        include_expired=filters.include_expired,
+    )
+
+
+@router.post("/memories", response={201: MemoryOut}, tags=["memories"])
+def create_memory(request: HttpRequest, payload: MemoryIn) -> Status[Any]:
+    return Status(201, memory_create(agent_id=request.auth, **payload.dict()))
+
+
+@router.get("/memories/{int:memory_id}", response=MemoryOut, tags=["memories"])
+def get_memory(request: HttpRequest, memory_id: int) -> Any:
+    return _memory_or_404(request, memory_id)
+
+
+@router.patch("/memories/{int:memory_id}", response=MemoryOut, tags=["memories"])
+def patch_memory(request: HttpRequest, memory_id: int, payload: MemoryPatch) -> Any:
+    """Change the fields given; `"expires_at": null` makes an expired memory active again."""
+    memory = _memory_or_404(request, memory_id)
+    return memory_update(memory, **payload.dict(exclude_unset=True))
+
+
+@router.delete("/memories/{int:memory_id}", response={204: None}, tags=["memories"])
+def delete_memory(request: HttpRequest, memory_id: int) -> Status[None]:
+    memory_delete(_memory_or_404(request, memory_id))
+    return Status(204, None)
+
+
+@router.post("/memories/{int:memory_id}/expire", response=MemoryOut, tags=["memories"])
+def expire_memory(request: HttpRequest, memory_id: int) -> Any:
+    """Expire the memory now: it stays, down-weighted in retrieval, until deleted."""
+    return memory_expire(_memory_or_404(request, memory_id))

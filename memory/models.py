@@ -143,3 +143,30 @@ class LongTermMemory(models.Model):
 
     def __str__(self) -> str:
         return f"{self.memory_type} #{self.pk}"
+
+
+class ApiKeyQuerySet(models.QuerySet["ApiKey"]):
+    def active(self) -> ApiKeyQuerySet:
+        return self.filter(revoked_at__isnull=True)
+
+
+class ApiKey(models.Model):
+    """A bearer key for one agent. Only its SHA-256 is stored; the key is shown once."""
+
+    agent_id = models.TextField()
+    name = models.TextField(blank=True, db_default="")
+    prefix = models.TextField(help_text="The key's first characters, to tell keys apart.")
+    key_hash = models.TextField(unique=True)
+    created_at = models.DateTimeField(db_default=Now())
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ApiKeyQuerySet.as_manager()
+
+    class Meta:
+        db_table = "api_keys"
+        verbose_name = "API key"
+        indexes = [models.Index(fields=["agent_id"], name="idx_api_keys_agent")]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.agent_id})"

@@ -27,6 +27,7 @@ class Config:
     db_path: Path
     model_window: int
     embedding_dim: int
+    max_content_bytes: int
     # The key authenticates every SiliconFlow call: keep it out of repr(), logs and pages.
     siliconflow_api_key: str | None = field(repr=False)
     siliconflow_base_url: str
@@ -72,6 +73,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("orca", "db_path", _path, lambda resolved: resolved["data_dir"] / "orca.db"),
     Setting("orca", "model_window", _positive_int, 8192),
     Setting("orca", "embedding_dim", _positive_int, 1024),
+    Setting("orca", "max_content_bytes", _positive_int, 1024 * 1024),
     Setting("siliconflow", "api_key", _text, None),
     Setting("siliconflow", "base_url", _text, "https://api.siliconflow.cn/v1"),
     Setting("siliconflow", "embedding_model", _text, "Pro/BAAI/bge-m3"),

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.db import connection
 
@@ -28,3 +30,48 @@ def _fresh_vector_tables_after_transactional_tests(request):
 
         index.drop_vector_tables()
         index.create_vector_tables(dimension=settings.ORCA.embedding_dim)
+
+
+class ApiClient:
+    """Django's test client speaking JSON to /api/v1 with one agent's bearer key."""
+
+    def __init__(self, client, key: str | None) -> None:
+        self.client = client
+        self.headers = {"Authorization": f"Bearer {key}"} if key else {}
+
+    def _call(self, method: str, path: str, body=None, **extra):
+        kwargs = {"headers": self.headers, **extra}
+        if body is not None:
+            kwargs.update(
+                data=body if isinstance(body, bytes | str) else json.dumps(body),
+                content_type="application/json",
+            )
+        return getattr(self.client, method)(f"/api/v1{path}", **kwargs)
+
+    def get(self, path: str, **query):
+        return self._call("get", path, None, query_params=query)
+
+    def post(self, path: str, body=None):
+        return self._call("post", path, body)
+
+    def patch(self, path: str, body=None):
+        return self._call("patch", path, body)
+
+    def delete(self, path: str):
+        return self._call("delete", path)
+
+
+@pytest.fixture
+def api_for(client, db):
+    """api_for("agent-a") -> an ApiClient with a fresh key for that agent."""
+    from memory.auth import api_key_create
+
+    def make(agent_id: str) -> ApiClient:
+        return ApiClient(client, api_key_create(agent_id=agent_id)[1])
+
+    return make
+
+
+@pytest.fixture
+def api(api_for):
+    return api_for("agent-a")

@@ -1,0 +1,93 @@
+"""Messages and sessions: the flows the API, the commands and the UI share.
+
+A session has no table of its own: it is the set of an agent's messages with one session_id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Count, Max, Min, QuerySet
+
+from memory import index
+from memory.models import MainMessage, MessageType, Role, ShortTermMemory
+from memory.tokens import estimate_tokens
+from memory.validation import InvalidInput, check_content, check_identifier, check_metadata
+
+
+def message_add(
+    *,
+    agent_id: str,
+    session_id: str,
+    role: str,
+    content: str,
+    msg_type: str = MessageType.NORMAL,
+    metadata: dict[str, Any] | None = None,
+) -> MainMessage:
+    """Store one message with its token count; it waits for its embedding (has_embedding)."""
+    check_identifier("session_id", session_id)
+    check_content("content", content)
+    if role not in Role.values:
+        raise InvalidInput(f"role must be one of {', '.join(Role.values)}")
+    if msg_type not in MessageType.values:
+        raise InvalidInput(f"msg_type must be one of {', '.join(MessageType.values)}")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise InvalidInput("metadata must be a JSON object")
+    check_metadata(metadata)
+    return MainMessage.objects.create(
+        agent_id=agent_id,
+        session_id=session_id,
+        role=role,
+        content=content,
+        msg_type=msg_type,
+        metadata=metadata,
+        token_count=estimate_tokens(content),
+    )
+
+
+def sessions_of(agent_id: str) -> QuerySet[MainMessage, dict[str, Any]]:
+    """One row per session: session_id, message_count, first/last timestamp; newest first."""
+    return (
+        MainMessage.objects.filter(agent_id=agent_id)
+        .values("session_id")
+        .annotate(
+            message_count=Count("id"),
+            first_timestamp=Min("timestamp"),
+            last_timestamp=Max("timestamp"),
+        )
+        .order_by("-last_timestamp", "session_id")
+    )
+
+
+def session_messages(agent_id: str, session_id: str) -> QuerySet[MainMessage]:
+    """The session's messages, oldest first."""
+    return MainMessage.objects.filter(agent_id=agent_id, session_id=session_id).order_by(
+        "timestamp", "id"
+    )
+
+
+@dataclass(frozen=True)
+class SessionDeleted:
+    messages: int
+    summaries: int
+
+
+def session_delete(*, agent_id: str, session_id: str) -> SessionDeleted:
+    """Delete a session's messages (with their sub-agent transcripts), summaries and vectors.
+
+    Long-term memories learnt from the session stay: they belong to the agent, not the session.
+    """
+    with transaction.atomic():
+        messages = MainMessage.objects.filter(agent_id=agent_id, session_id=session_id)
+        summaries = ShortTermMemory.objects.filter(agent_id=agent_id, session_id=session_id)
+        message_ids = list(messages.values_list("id", flat=True))
+        summary_ids = list(summaries.values_list("id", flat=True))
+        if index.vector_status().enabled:
+            index.vector_delete(index.MESSAGE_VECTORS, message_ids)
+            index.vector_delete(index.SUMMARY_VECTORS, summary_ids)
+        summaries.delete()
+        # Sub-agent rows go by the database's ON DELETE CASCADE, FTS rows by triggers.
+        messages.delete()
+    return SessionDeleted(messages=len(message_ids), summaries=len(summary_ids))

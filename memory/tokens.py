@@ -1,0 +1,47 @@
+"""Token estimates: one rule, used when a row is written (`token_count`) and for budgets.
+
+The design's rule of thumb is ~1.5 tokens per Chinese character. For everything else we use
+the common BPE average of ~4 characters per token (English words, digits, punctuation and
+spaces alike). Both are estimates: they stay within the model window's margin (the context
+budget is 60% of it) without shipping a tokenizer per model.
+"""
+
+from __future__ import annotations
+
+import math
+
+from orca_memory.db.functions import CJK_RUN
+
+CJK_TOKENS_PER_CHAR = 1.5
+OTHER_CHARS_PER_TOKEN = 4
+TRUNCATION_MARK = "[内容已截断]"
+
+
+def _cjk_chars(text: str) -> int:
+    return sum(len(run) for run in CJK_RUN.findall(text))
+
+
+def estimate_tokens(text: str) -> int:
+    if not text:
+        return 0
+    cjk = _cjk_chars(text)
+    return math.ceil(cjk * CJK_TOKENS_PER_CHAR + (len(text) - cjk) / OTHER_CHARS_PER_TOKEN)
+
+
+def truncate_to_tokens(text: str, limit: int) -> tuple[str, bool]:
+    """The text cut so that it and the appended TRUNCATION_MARK fit in `limit` tokens.
+
+    Returns (text, truncated); text within the limit comes back unchanged.
+    """
+    if estimate_tokens(text) <= limit:
+        return text, False
+    budget = limit - estimate_tokens(TRUNCATION_MARK)
+    # Binary search on the prefix length: the estimate grows with every character.
+    low, high = 0, len(text)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if estimate_tokens(text[:middle]) <= budget:
+            low = middle
+        else:
+            high = middle - 1
+    return text[:low] + TRUNCATION_MARK, True

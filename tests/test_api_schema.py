@@ -1,0 +1,29 @@
+"""The OpenAPI document is valid and the error shape is the same everywhere."""
+
+from __future__ import annotations
+
+import pytest
+from openapi_spec_validator import validate
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_openapi_schema_validates(client):
+    schema = client.get("/api/v1/openapi.json").json()
+    validate(schema)
+    assert {"/api/v1/health", "/api/v1/sessions/{session_id}/messages", "/api/v1/memories"} <= set(
+        schema["paths"]
+    )
+    assert schema["components"]["securitySchemes"]["ApiKeyAuth"]["scheme"] == "bearer"
+
+
+def test_an_unexpected_error_is_json_without_internals(api, monkeypatch, caplog):
+    def explode(**kwargs):
+        raise RuntimeError("secret internal detail")
+
+    monkeypatch.setattr("memory.api.message_add", explode)
+    response = api.post("/sessions/s1/messages", {"role": "user", "content": "x"})
+
+    assert response.status_code == 500
+    assert response.json() == {"detail": "internal server error"}
+    assert "secret internal detail" in caplog.text  # logged for the operator
