@@ -25,6 +25,7 @@ run: install
 	@echo "  health:   http://$(BIND)/api/v1/health"
 	@echo "  API docs: http://$(BIND)/api/v1/docs"
 	@echo "  admin:    http://$(BIND)/admin/  (create a login: $(BIN)/python manage.py createsuperuser)"
+	@echo "  API key:  $(BIN)/python manage.py create_api_key --agent NAME"
 	@echo ""
 	PATH="$(CURDIR)/$(BIN):$$PATH" ORCA_BIND=$(BIND) $(BIN)/honcho start -f Procfile
 

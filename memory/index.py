@@ -201,7 +201,10 @@ def knn(
 
 
 def scope_token(value: str) -> str:
-    """One unicode61 token per scope value, distinct for distinct values ("a-b" vs "a b")."""
+    """One unicode61 token per scope value, distinct for distinct values ("a-b" vs "a b").
+
+    The triggers compute the same token in SQL: 's' || lower(hex(value)).
+    """
     return "s" + value.encode().hex()
 
 

@@ -1,0 +1,69 @@
+"""A minimal agent talking to orca-memory over HTTP (httpx).
+
+    export ORCA_URL=http://127.0.0.1:8000
+    export ORCA_API_KEY=$(.venv/bin/python manage.py create_api_key --agent demo | tail -1)
+    .venv/bin/python examples/agent_client.py
+
+It stores a short conversation, lets a sub-agent work on one turn (its transcript stays
+apart; only its result joins the conversation) and prints what the session holds.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+
+import httpx
+
+
+def main() -> int:
+    base_url = os.environ.get("ORCA_URL", "http://127.0.0.1:8000").rstrip("/") + "/api/v1"
+    key = os.environ.get("ORCA_API_KEY")
+    if not key:
+        print("Set ORCA_API_KEY (manage.py create_api_key --agent demo).", file=sys.stderr)
+        return 2
+    session = f"demo-{uuid.uuid4().hex[:8]}"
+    with httpx.Client(
+        base_url=base_url, headers={"Authorization": f"Bearer {key}"}, timeout=10
+    ) as orca:
+
+        def post(path: str, body: dict) -> dict:
+            response = orca.post(path, json=body)
+            response.raise_for_status()
+            return response.json()
+
+        post(f"/sessions/{session}/messages", {"role": "user", "content": "我喜欢简洁的回答。"})
+        post(
+            f"/sessions/{session}/messages",
+            {"role": "user", "content": "Please write a function that adds two numbers."},
+        )
+        call = post(
+            f"/sessions/{session}/messages",
+            {"role": "assistant", "content": "I'll ask the coder sub-agent.", "msg_type": "normal"},
+        )
+
+        # The sub-agent's replies are recorded under the message that called it...
+        run = f"/messages/{call['id']}/subagent"
+        post(run, {"agent_name": "coder", "role": "system", "content": "You write Python."})
+        post(run, {"agent_name": "coder", "role": "assistant", "content": "Thinking: def add..."})
+        # ...and only its result joins the main conversation, as a `tool` message.
+        result = post(
+            f"{run}/result", {"agent_name": "coder", "content": "def add(a, b):\n    return a + b"}
+        )
+        post(f"/sessions/{session}/messages", {"role": "assistant", "content": result["content"]})
+
+        print(f"Session {session}:")
+        for message in orca.get(f"/sessions/{session}/messages").json()["items"]:
+            print(
+                f"  [{message['role']:>9}] {message['content']!r} ({message['token_count']} tokens)"
+            )
+        transcript = orca.get(run).json()
+        print(f"Sub-agent transcript of message {call['id']} (kept out of the conversation):")
+        for message in transcript["messages"]:
+            print(f"  [{message['agent_name']}/{message['role']}] {message['content']!r}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

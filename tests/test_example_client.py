@@ -1,0 +1,41 @@
+"""examples/agent_client.py runs against a live server and does what the README says."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memory.auth import api_key_create
+from memory.models import MainMessage
+from subagents.models import SubagentMessage
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_example_client_stores_a_conversation_and_a_subagent_run(live_server):
+    _, key = api_key_create(agent_id="demo")
+    env = {**os.environ, "ORCA_URL": live_server.url, "ORCA_API_KEY": key}
+
+    result = subprocess.run(
+        [sys.executable, "examples/agent_client.py"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert "def add(a, b)" in result.stdout
+    assert "Thinking: def add..." in result.stdout
+    assert MainMessage.objects.filter(agent_id="demo", role="tool").count() == 1
+    assert SubagentMessage.objects.filter(agent_name="coder").count() == 2
+    session = MainMessage.objects.filter(agent_id="demo").first().session_id
+    assert list(
+        MainMessage.objects.filter(session_id=session).order_by("id").values_list("role", flat=True)
+    ) == ["user", "user", "assistant", "tool", "assistant"]
