@@ -3,18 +3,26 @@ PYTHON ?= python3.12
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+LOCAL_STAMP := $(VENV)/.installed-local
 UV_VERSION := 0.13.8
 BIND := 127.0.0.1:8000
 
-.PHONY: install run test lint bench clean
+.PHONY: install install-local run test lint bench eval clean
 
 install: $(STAMP)
+
+# The optional `local` embedding provider (PyTorch, several GB): tests and CI need it.
+install-local: $(LOCAL_STAMP)
 
 # uv installs from its cache by hardlinks, so fresh clones share one copy of each wheel.
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 	$(BIN)/uv pip install --quiet --python $(BIN)/python -r requirements-dev.txt
+	touch $@
+
+$(LOCAL_STAMP): $(STAMP) requirements-local.txt
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -r requirements-local.txt
 	touch $@
 
 run: install
@@ -26,6 +34,7 @@ run: install
 	@echo "  API docs: http://$(BIND)/api/v1/docs"
 	@echo "  admin:    http://$(BIND)/admin/  (create a login: $(BIN)/python manage.py createsuperuser)"
 	@echo "  API key:  $(BIN)/python manage.py create_api_key --agent NAME"
+	@echo "  semantic search: set SILICONFLOW_API_KEY, or run 'make install-local' for an offline model"
 	@echo ""
 	PATH="$(CURDIR)/$(BIN):$$PATH" ORCA_BIND=$(BIND) $(BIN)/honcho start -f Procfile
 
@@ -33,11 +42,16 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: lint
+test: lint install-local
 	$(BIN)/python -m pytest
 
 bench: install
 	$(BIN)/python manage.py bench_knn
+
+# Evidence recall on the LoCoMo data beside the project (docs/EVALUATION.md).
+LOCOMO ?= ../shared/data/locomo
+eval: install-local
+	for mode in lexical vector hybrid; do $(BIN)/python manage.py eval_locomo $(LOCOMO) --mode $$mode; done
 
 clean:
 	rm -rf $(VENV) staticfiles test-results .pytest_cache .ruff_cache

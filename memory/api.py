@@ -8,7 +8,7 @@ Every endpoint but health sees only the data of the agent its API key belongs to
 # annotations, and @paginate's wrapper cannot resolve postponed ones (pydantic then fails on
 # the first request with "QueryParams is not fully defined").
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from django.http import Http404, HttpRequest
 from django.shortcuts import get_object_or_404
@@ -27,6 +27,7 @@ from memory.memories import (
 )
 from memory.messages import message_add, session_delete, session_messages, sessions_of
 from memory.models import LongTermMemory, MemoryType, MessageType, Role, ShortTermMemory
+from memory.search import MAX_K, search
 from memory.validation import check_metadata, check_text
 
 router = Router()
@@ -131,6 +132,33 @@ class MemoryFilters(Schema):
     include_expired: bool = False
 
 
+class SearchFilters(Schema):
+    q: str = Field(description="what to look for, in any language")
+    mode: Literal["hybrid", "lexical", "vector"] = "hybrid"
+    k: int = Field(10, ge=1, le=MAX_K)
+    session_id: str | None = None
+    role: Role | None = None
+    msg_type: MessageType | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+class SearchHitOut(Schema):
+    message: MessageOut
+    score: float = Field(description="the score hits are ordered by (fused in hybrid mode)")
+    lexical_score: float | None = Field(description="BM25 of the FTS5 match, higher is better")
+    vector_score: float | None = Field(description="cosine similarity to the query")
+    lexical_rank: int | None
+    vector_rank: int | None
+
+
+class SearchOut(Schema):
+    query: str
+    mode: str = Field(description="the mode that answered (lexical when vectors are unusable)")
+    degraded: list[str] = Field(description="why the requested mode could not be used")
+    hits: list[SearchHitOut]
+
+
 # --- health --------------------------------------------------------------------------------
 
 
@@ -142,15 +170,22 @@ class DatabaseHealthOut(Schema):
 
 
 class VectorHealthOut(Schema):
-    enabled: bool
+    enabled: bool = Field(description="sqlite-vec loaded and the vector tables present")
     reason: str | None = None
     sqlite_vec_version: str | None = None
-    dimension: int | None = None
 
 
 class EmbeddingHealthOut(Schema):
-    provider: str
-    pending: int | None
+    provider: str = Field(description="siliconflow, openai, local or none")
+    model: str | None = None
+    dimension: int | None = None
+    ready: bool | None = Field(None, description="vector search can answer with this provider")
+    reason: str | None = None
+    pending: int | None = Field(description="messages waiting for their embedding")
+    last_success_at: datetime | None = None
+    last_error: str | None = None
+    last_error_at: datetime | None = None
+    failing: bool | None = None
 
 
 class HealthOut(Schema):
@@ -218,6 +253,28 @@ def list_summaries(request: HttpRequest, session_id: str) -> Any:
     return ShortTermMemory.objects.filter(agent_id=request.auth, session_id=session_id).order_by(
         "-created_at", "-id"
     )
+
+
+@router.get("/search", response=SearchOut, tags=["search"])
+def search_messages(request: HttpRequest, filters: Query[SearchFilters]) -> dict[str, Any]:
+    """The agent's messages best matching `q`; sub-agent transcripts are never searched."""
+    result = search(
+        agent_id=request.auth,
+        query=filters.q,
+        mode=filters.mode,
+        k=filters.k,
+        session_id=filters.session_id,
+        role=filters.role,
+        msg_type=filters.msg_type,
+        since=filters.since,
+        until=filters.until,
+    )
+    return {
+        "query": filters.q,
+        "mode": result.mode,
+        "degraded": result.degraded,
+        "hits": result.hits,
+    }
 
 
 # --- long-term memories --------------------------------------------------------------------

@@ -4,25 +4,42 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from django.conf import settings
 from django.db import DatabaseError, connection
 
-from memory import index
-from memory.models import MainMessage
-
-# Embedding providers arrive with the retrieval work; until then nothing embeds.
-EMBEDDING_PROVIDER = "none"
+from memory import embeddings, index
+from memory.models import MainMessage, VectorIndexState
+from memory.vectors import vector_search_status
 
 
 @dataclass(frozen=True)
 class Health:
-    status: str  # "ok", "degraded" (running without vectors) or "error" (no database)
+    # "ok"; "degraded" (running, but vectors unusable or the provider failing); "error" (no
+    # database). Lexical-only by configuration (provider "none") is not a degradation.
+    status: str
     database: dict[str, object]
     vector_search: dict[str, object]
     embedding: dict[str, object]
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
+
+
+def _embedding_report() -> dict[str, object]:
+    embedder = embeddings.configured_embedder()
+    status = vector_search_status(embedder)
+    state = VectorIndexState.objects.filter(pk=1).first()
+    return {
+        "provider": embedder.signature.provider if embedder else "none",
+        "model": embedder.signature.model if embedder else None,
+        "dimension": embedder.signature.dimension if embedder else None,
+        "ready": status.enabled,
+        "reason": status.reason,
+        "pending": MainMessage.objects.awaiting_embedding().count(),
+        "last_success_at": state.last_success_at if state else None,
+        "last_error": (state.last_error or None) if state else None,
+        "last_error_at": state.last_error_at if state else None,
+        "failing": bool(state and state.consecutive_failures),
+    }
 
 
 def service_health() -> Health:
@@ -33,22 +50,26 @@ def service_health() -> Health:
             cursor.execute("PRAGMA journal_mode")
             (journal_mode,) = cursor.fetchone()
         vectors = index.vector_status()
-        pending = MainMessage.objects.awaiting_embedding().count()
+        embedding = _embedding_report()
     except DatabaseError as exc:
         return Health(
             status="error",
             database={"ok": False, "error": str(exc)},
             vector_search={"enabled": False, "reason": "the database is unavailable"},
-            embedding={"provider": EMBEDDING_PROVIDER, "pending": None},
+            embedding={"provider": embeddings.provider_name(), "pending": None},
         )
+    degraded = (
+        not vectors.enabled
+        or embedding["failing"]
+        or (embedding["provider"] != "none" and not embedding["ready"])
+    )
     return Health(
-        status="ok" if vectors.enabled else "degraded",
+        status="degraded" if degraded else "ok",
         database={"ok": True, "sqlite_version": sqlite_version, "journal_mode": journal_mode},
         vector_search={
             "enabled": vectors.enabled,
             "reason": vectors.reason,
             "sqlite_vec_version": vectors.version,
-            "dimension": settings.ORCA.embedding_dim,
         },
-        embedding={"provider": EMBEDDING_PROVIDER, "pending": pending},
+        embedding=embedding,
     )

@@ -6,6 +6,7 @@ A session has no table of its own: it is the set of an agent's messages with one
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -13,6 +14,7 @@ from django.db.models import Count, Max, Min, QuerySet
 
 from memory import index
 from memory.models import MainMessage, MessageType, Role, ShortTermMemory
+from memory.tasks import schedule_embedding
 from memory.tokens import estimate_tokens
 from memory.validation import InvalidInput, check_content, check_identifier, check_metadata
 
@@ -25,8 +27,12 @@ def message_add(
     content: str,
     msg_type: str = MessageType.NORMAL,
     metadata: dict[str, Any] | None = None,
+    timestamp: datetime | None = None,
 ) -> MainMessage:
-    """Store one message with its token count; it waits for its embedding (has_embedding)."""
+    """Store one message with its token count; it waits for its embedding (has_embedding).
+
+    `timestamp` is for messages recorded earlier (imports); by default the database's now.
+    """
     check_identifier("session_id", session_id)
     check_content("content", content)
     if role not in Role.values:
@@ -36,7 +42,7 @@ def message_add(
     if metadata is not None and not isinstance(metadata, dict):
         raise InvalidInput("metadata must be a JSON object")
     check_metadata(metadata)
-    return MainMessage.objects.create(
+    message = MainMessage.objects.create(
         agent_id=agent_id,
         session_id=session_id,
         role=role,
@@ -44,7 +50,12 @@ def message_add(
         msg_type=msg_type,
         metadata=metadata,
         token_count=estimate_tokens(content),
+        **({"timestamp": timestamp} if timestamp is not None else {}),
     )
+    if message.needs_embedding:
+        # After the commit, so the worker finds the row; embedding never fails the write.
+        transaction.on_commit(schedule_embedding, robust=True)
+    return message
 
 
 def sessions_of(agent_id: str) -> QuerySet[MainMessage, dict[str, Any]]:

@@ -93,6 +93,15 @@ class MainMessage(models.Model):
     def __str__(self) -> str:
         return f"{self.session_id} #{self.pk} {self.role}"
 
+    @property
+    def needs_embedding(self) -> bool:
+        """The design's rule, as `awaiting_embedding()` applies it in SQL."""
+        return (
+            self.role in EMBED_ROLES
+            and len(self.content) >= EMBED_MIN_CHARS
+            and not self.has_embedding
+        )
+
 
 class ShortTermMemory(models.Model):
     agent_id = models.TextField(db_default=DEFAULT_AGENT)
@@ -170,3 +179,26 @@ class ApiKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.agent_id})"
+
+
+class VectorIndexState(models.Model):
+    """The one row describing the vector tables: whose vectors they hold, and the last run.
+
+    The tables' dimension is fixed in their DDL, so vectors of two providers cannot mix: the
+    signature (provider, model, dimension) says which provider filled them.
+    """
+
+    provider = models.TextField()
+    model = models.TextField()
+    dimension = models.IntegerField()
+    built_at = models.DateTimeField(db_default=Now())
+    last_success_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True, db_default="")
+    last_error_at = models.DateTimeField(null=True, blank=True)
+    consecutive_failures = models.IntegerField(db_default=0)
+
+    class Meta:
+        db_table = "vector_index_state"
+
+    def __str__(self) -> str:
+        return f"{self.provider}/{self.model} ({self.dimension} dims)"

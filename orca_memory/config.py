@@ -26,13 +26,18 @@ class Config:
     data_dir: Path
     db_path: Path
     model_window: int
+    embedding_provider: str
     embedding_dim: int
+    embedding_batch_size: int
     max_content_bytes: int
     # The key authenticates every SiliconFlow call: keep it out of repr(), logs and pages.
     siliconflow_api_key: str | None = field(repr=False)
     siliconflow_base_url: str
     siliconflow_embedding_model: str
     siliconflow_chat_model: str
+    openai_api_key: str | None = field(repr=False)
+    openai_base_url: str | None
+    openai_embedding_model: str | None
 
 
 def _positive_int(value: str) -> int:
@@ -44,6 +49,15 @@ def _positive_int(value: str) -> int:
 
 def _path(value: str) -> Path:
     return Path(value).expanduser()
+
+
+EMBEDDING_PROVIDERS = ("auto", "siliconflow", "openai", "local", "none")
+
+
+def _provider(value: str) -> str:
+    if value not in EMBEDDING_PROVIDERS:
+        raise ValueError(f"choose one of {', '.join(EMBEDDING_PROVIDERS)}")
+    return value
 
 
 def _text(value: str) -> str:
@@ -72,13 +86,32 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("orca", "data_dir", _path, lambda resolved: resolved["home"] / "data"),
     Setting("orca", "db_path", _path, lambda resolved: resolved["data_dir"] / "orca.db"),
     Setting("orca", "model_window", _positive_int, 8192),
+    Setting("orca", "embedding_provider", _provider, "auto"),
     Setting("orca", "embedding_dim", _positive_int, 1024),
+    Setting("orca", "embedding_batch_size", _positive_int, 5),
     Setting("orca", "max_content_bytes", _positive_int, 1024 * 1024),
     Setting("siliconflow", "api_key", _text, None),
     Setting("siliconflow", "base_url", _text, "https://api.siliconflow.cn/v1"),
     Setting("siliconflow", "embedding_model", _text, "Pro/BAAI/bge-m3"),
     Setting("siliconflow", "chat_model", _text, "Qwen/Qwen2.5-7B-Instruct"),
+    Setting("openai", "api_key", _text, None),
+    Setting("openai", "base_url", _text, None),
+    Setting("openai", "embedding_model", _text, None),
 )
+
+
+def _check_provider(config: Config) -> None:
+    """Settings a chosen provider cannot work without; 'auto' picks only what is complete."""
+    where = f"embedding_provider = {config.embedding_provider!r} (in {config.config_file} or env)"
+    if config.embedding_provider == "siliconflow" and not config.siliconflow_api_key:
+        raise ConfigError(f"{where} needs [siliconflow] api_key or SILICONFLOW_API_KEY")
+    if config.embedding_provider == "openai" and not (
+        config.openai_base_url and config.openai_embedding_model
+    ):
+        raise ConfigError(
+            f"{where} needs [openai] base_url and embedding_model "
+            "(OPENAI_BASE_URL, OPENAI_EMBEDDING_MODEL)"
+        )
 
 
 def _read_file(path: Path) -> dict[str, dict[str, Any]]:
@@ -134,4 +167,6 @@ def load_config(env: Mapping[str, str] | None = None) -> Config:
             values[setting.attribute] = default(values) if callable(default) else default
             continue
         values[setting.attribute] = _parse(setting, raw, where)
-    return Config(**values)
+    config = Config(**values)
+    _check_provider(config)
+    return config

@@ -75,3 +75,15 @@ def api_for(client, db):
 @pytest.fixture
 def api(api_for):
     return api_for("agent-a")
+
+
+@pytest.fixture
+def fake_embedder(monkeypatch):
+    """Make a FakeEmbedder the configured provider for the test."""
+    from memory import embeddings, vectors
+    from tests.fakes import FakeEmbedder
+
+    embedder = FakeEmbedder()
+    monkeypatch.setattr(embeddings, "configured_embedder", lambda: embedder)
+    vectors.query_vector.cache_clear()
+    return embedder

@@ -13,6 +13,9 @@ for name in list(os.environ):
     if name.startswith(("SILICONFLOW_", "ORCA_")) and name != "ORCA_HOME":
         del os.environ[name]
 
+# Lexical-only unless a test installs an embedder (tests/fakes.py, the `fake_embedder` fixture).
+os.environ["ORCA_EMBEDDING_PROVIDER"] = "none"
+
 from orca_memory.settings import *  # noqa: E402, F403
 
 TASKS = {"default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"}}

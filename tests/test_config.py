@@ -79,7 +79,7 @@ def test_a_malformed_file_names_the_file_and_line(tmp_path):
     ("text", "expected"),
     [
         ('[siliconflow]\napi-key = "x"\n', "unknown key 'api-key' in [siliconflow]"),
-        ('[openai]\napi_key = "x"\n', "unknown section [openai]"),
+        ('[anthropic]\napi_key = "x"\n', "unknown section [anthropic]"),
         ("[orca]\nmodel_window = -5\n", "[orca] model_window: invalid value -5"),
         ('[orca]\nmodel_window = "big"\n', "[orca] model_window: invalid value 'big'"),
         ("[orca]\nmodel_window = true\n", "[orca] model_window: expected a string or a number"),

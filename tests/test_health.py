@@ -39,9 +39,19 @@ def test_it_reports_a_healthy_service_without_auth(client, sql):
         "enabled": True,
         "reason": None,
         "sqlite_vec_version": f"v{sqlite_vec.__version__}",
-        "dimension": 1024,
     }
-    assert body["embedding"] == {"provider": "none", "pending": 1}
+    assert body["embedding"] == {
+        "provider": "none",
+        "model": None,
+        "dimension": None,
+        "ready": False,
+        "reason": "no embedding provider is configured",
+        "pending": 1,
+        "last_success_at": None,
+        "last_error": None,
+        "last_error_at": None,
+        "failing": False,
+    }
 
 
 def test_it_is_in_the_openapi_schema(client):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+from datetime import UTC, datetime
+
 import pytest
 
 from memory import index
@@ -11,8 +14,12 @@ from orca_memory.db.functions import cjk_terms
 
 pytestmark = pytest.mark.django_db
 
+_sessions = itertools.count()
 
-def message(content: str, *, agent: str = "a1", session: str = "s1") -> MainMessage:
+
+def message(content: str, *, agent: str = "a1", session: str | None = None) -> MainMessage:
+    """A message in a session of its own unless told, so no other message is its context."""
+    session = session or f"session-{next(_sessions)}"
     return MainMessage.objects.create(
         agent_id=agent, session_id=session, role="user", content=content
     )
@@ -26,11 +33,37 @@ def found(query: str, *, table=MESSAGE_TEXT, agent: str = "a1", **scope) -> list
 
 def test_it_finds_english_words_ranked_by_bm25():
     hiking = message("We went hiking in the Alps; hiking is Caroline's favourite.")
-    once = message("The weather was fine, and some hiking happened.")
-    message("Nothing to see here.")
+    once = message("The weather was fine, and some hiking happened.", session="s2")
+    message("Nothing to see here.", session="s3")
 
     assert found("Hiking") == [hiking.pk, once.pk]
     assert found("caroline") == [hiking.pk]
+    assert found("hikes") == [hiking.pk, once.pk]  # porter stemming
+
+
+def test_a_reply_is_found_through_the_messages_before_it():
+    question = message("Did you go to the support group yesterday?", session="s1")
+    answer = message("Yes, it was so powerful.", session="s1")
+    later = message("Unrelated chatter about lunch.", session="s1")
+    message("More chatter.", session="s1")  # three on: the question is out of its context
+    message("Did you go?", session="s2")
+
+    # The question itself first; its two successors through their context, at half weight.
+    assert found("support group") == [question.pk, answer.pk, later.pk]
+
+
+def test_the_date_and_speaker_are_indexed_with_the_text():
+    said = MainMessage.objects.create(
+        agent_id="a1",
+        session_id="s1",
+        role="user",
+        content="I adopted a dog.",
+        metadata={"speaker": "Caroline"},
+        timestamp=datetime(2023, 5, 8, 13, 56, tzinfo=UTC),
+    )
+    assert found("caroline") == [said.pk]
+    assert found("May 2023") == [said.pk]
+    assert found("user") == []  # the speaker stands in for the role
 
 
 def test_it_finds_two_character_chinese_words():

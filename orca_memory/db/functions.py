@@ -2,7 +2,8 @@
 
 FTS5's built-in tokenizers cannot match a two-character Chinese word: `unicode61` keeps a whole
 run of CJK characters as one token and `trigram` ignores queries shorter than three characters.
-So the triggers store the text in two columns: the text without its CJK runs
+So the triggers store the text in two columns (plus, for messages, a third with the messages
+before it, see memory.index): the text without its CJK runs
 (`orca_fts_words()`, which unicode61 splits into words; left in, a run glues itself to adjacent
 Latin letters: "用Django和" would be one token) and the characters and overlapping bigrams of
 each CJK run (`orca_cjk_terms()`, as Lucene's CJK analyzer does with unigrams on). A
@@ -11,7 +12,9 @@ two-character query is then one token.
 
 from __future__ import annotations
 
+import json
 import re
+from datetime import datetime
 from typing import Any
 
 # Han (with extension A, compatibility ideographs and the supplementary planes), kana and Hangul.
@@ -41,6 +44,45 @@ def cjk_terms(text: str | None, *, unigrams: bool = True) -> str:
     return " ".join(terms)
 
 
+def fts_terms(text: str | None) -> str:
+    """Words and CJK terms of a text in one string, for the `ctx` column."""
+    return f"{without_cjk(text)} {cjk_terms(text)}"
+
+
+def speaker(role: str, metadata: str | dict[str, Any] | None) -> str:
+    """Who said it: metadata's "speaker" or "name" (OpenAI's field) when given, else the role."""
+    if isinstance(metadata, str):
+        try:
+            metadata = json.loads(metadata)
+        except ValueError:
+            metadata = None
+    if isinstance(metadata, dict):
+        for key in ("speaker", "name"):
+            if isinstance(metadata.get(key), str) and metadata[key].strip():
+                return metadata[key].strip()
+    return role
+
+
+def _date(timestamp: str | datetime | None) -> datetime | None:
+    if isinstance(timestamp, datetime):
+        return timestamp
+    try:
+        return datetime.fromisoformat(timestamp) if timestamp else None
+    except ValueError:
+        return None
+
+
+def message_label(
+    timestamp: str | datetime | None, role: str, metadata: str | dict[str, Any] | None
+) -> str:
+    """'8 May 2023 Caroline: ' - indexed with a message, as questions name dates and people."""
+    when = _date(timestamp)
+    day = f"{when.day} {when:%B %Y} " if when else ""
+    return f"{day}{speaker(role, metadata)}: "
+
+
 def register(connection: Any) -> None:
     connection.create_function("orca_fts_words", 1, without_cjk, deterministic=True)
     connection.create_function("orca_cjk_terms", 1, cjk_terms, deterministic=True)
+    connection.create_function("orca_fts_terms", 1, fts_terms, deterministic=True)
+    connection.create_function("orca_message_label", 3, message_label, deterministic=True)

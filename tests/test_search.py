@@ -1,0 +1,158 @@
+"""One search function, three modes, component scores, filters and the lexical fallback."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.utils import timezone
+
+from memory import vectors
+from memory.messages import message_add
+from memory.models import MainMessage
+from memory.search import search
+from memory.validation import InvalidInput
+from subagents.runs import subagent_record
+
+pytestmark = pytest.mark.django_db
+
+CHINESE_SET = json.loads(
+    (Path(__file__).parent / "data" / "chinese_lexical.json").read_text("utf-8")
+)
+
+
+def add(content: str, **fields) -> MainMessage:
+    fields = {"agent_id": "a1", "session_id": "s1", "role": "user", **fields}
+    return message_add(content=content, **fields)
+
+
+@pytest.fixture
+def corpus(fake_embedder):
+    rows = {
+        "tea": add("I drink green tea every morning"),
+        "coffee": add("coffee keeps me awake at night", role="assistant", session_id="s3"),
+        "hiking": add("we went hiking in the mountains", session_id="s2"),
+        "decision": add(
+            "we decided to ship the release on friday", msg_type="decision", session_id="s4"
+        ),
+        "other": add("green tea secrets of another agent", agent_id="a2"),
+    }
+    vectors.embed_pending()
+    return rows
+
+
+def ids(result) -> list[int]:
+    return [hit.message.pk for hit in result.hits]
+
+
+def test_lexical_mode_ranks_by_bm25_with_its_score(corpus):
+    result = search(agent_id="a1", query="green tea", mode="lexical")
+    assert result.mode == "lexical" and result.degraded == []
+    assert ids(result) == [corpus["tea"].pk]
+    hit = result.hits[0]
+    assert hit.lexical_score > 0 and hit.lexical_rank == 1
+    assert hit.vector_score is None and hit.score == hit.lexical_score
+
+
+def test_vector_mode_ranks_by_cosine_similarity(corpus):
+    result = search(agent_id="a1", query="morning tea drink", mode="vector", k=2)
+    assert result.mode == "vector"
+    assert ids(result)[0] == corpus["tea"].pk
+    top = result.hits[0]
+    assert 0 < top.vector_score <= 1 and top.score == top.vector_score
+    assert top.lexical_score is None and top.vector_rank == 1
+
+
+def test_hybrid_mode_fuses_both_lists_and_explains_each_hit(corpus):
+    result = search(agent_id="a1", query="green tea in the morning", mode="hybrid", k=3)
+    assert result.mode == "hybrid"
+    top = result.hits[0]
+    assert top.message.pk == corpus["tea"].pk
+    assert top.lexical_rank == 1 and top.vector_rank == 1
+    assert top.score == pytest.approx(1.0)  # best of both lists: 0.3 x 1 + 0.7 x 1
+    assert all(0 <= hit.score <= 1 for hit in result.hits)
+    assert all(hit.message.agent_id == "a1" for hit in result.hits)
+    rrf = search(agent_id="a1", query="green tea in the morning", mode="hybrid", fusion="rrf")
+    assert rrf.hits[0].score == pytest.approx(2 / 61)  # 1 / (60 + rank 1), in both lists
+
+
+@pytest.mark.parametrize("mode", ["lexical", "vector", "hybrid"])
+def test_filters_apply_in_every_mode(corpus, mode):
+    def found(**filters) -> list[int]:
+        return ids(
+            search(agent_id="a1", query="tea coffee hiking ship", mode=mode, k=10, **filters)
+        )
+
+    assert found(session_id="s2") == [corpus["hiking"].pk]
+    assert found(role="assistant") == [corpus["coffee"].pk]
+    assert found(msg_type="decision") == [corpus["decision"].pk]
+    assert found(until=timezone.now() - timedelta(days=1)) == []
+    assert len(found(since=timezone.now() - timedelta(days=1))) == 4
+
+
+def test_without_vectors_it_answers_lexically_and_says_why(corpus, monkeypatch):
+    from memory import embeddings
+
+    monkeypatch.setattr(embeddings, "configured_embedder", lambda: None)
+    result = search(agent_id="a1", query="green tea", mode="hybrid")
+    assert result.mode == "lexical"
+    assert result.degraded == ["vector search is unavailable: no embedding provider is configured"]
+    assert ids(result) == [corpus["tea"].pk]
+
+
+def test_query_embeddings_are_cached(corpus, fake_embedder):
+    calls = len(fake_embedder.calls)
+    search(agent_id="a1", query="a repeated question", mode="vector")
+    search(agent_id="a1", query="a repeated question", mode="hybrid")
+    assert len(fake_embedder.calls) == calls + 1
+
+
+def test_subagent_transcripts_are_never_searched(corpus, fake_embedder):
+    subagent_record(
+        parent=corpus["tea"], agent_name="coder", role="assistant", content="zebra zebra"
+    )
+    vectors.embed_pending()
+    for mode in ("lexical", "vector", "hybrid"):
+        assert all(
+            "zebra" not in hit.message.content
+            for hit in search(agent_id="a1", query="zebra", mode=mode).hits
+        )
+
+
+def test_it_refuses_bad_modes_and_sizes(corpus):
+    with pytest.raises(InvalidInput):
+        search(agent_id="a1", query="x", mode="semantic")
+    with pytest.raises(InvalidInput):
+        search(agent_id="a1", query="x", k=0)
+
+
+def test_the_endpoint_searches_only_the_keys_agent(corpus, api_for):
+    api = api_for("a1")
+    body = api.get("/search", q="green tea", mode="hybrid", k=5).json()
+    assert body["mode"] == "hybrid" and body["degraded"] == []
+    assert body["hits"][0]["message"]["id"] == corpus["tea"].pk
+    assert set(body["hits"][0]) == {
+        "message",
+        "score",
+        "lexical_score",
+        "vector_score",
+        "lexical_rank",
+        "vector_rank",
+    }
+    assert corpus["other"].pk not in [hit["message"]["id"] for hit in body["hits"]]
+    assert api.get("/search", q="tea", mode="semantic").status_code == 422
+    assert api.get("/search", q="tea", k=1000).status_code == 422
+    assert api.get("/search").status_code == 422
+
+
+def test_the_chinese_set_finds_every_expected_message_lexically():
+    rows = [add(text, session_id=f"s{i}") for i, text in enumerate(CHINESE_SET["messages"])]
+    misses = []
+    for case in CHINESE_SET["queries"]:
+        found = ids(search(agent_id="a1", query=case["query"], mode="lexical", k=3))
+        expected = [rows[i].pk for i in case["expect"]]
+        if not set(expected) <= set(found):
+            misses.append((case["query"], [r.content for r in rows if r.pk in found]))
+    assert misses == []
