@@ -14,6 +14,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.parser import Parser
+from ninja.renderers import JSONRenderer
 
 from memory.api import router as memory_router
 from memory.auth import ApiKeyAuth
@@ -34,6 +35,12 @@ class JsonParser(Parser):
         return json.loads(request.body.decode("utf-8", "surrogateescape"))
 
 
+class Utf8JSONRenderer(JSONRenderer):
+    """JSON (UTF-8) with Chinese and any other text as itself, not as \\uXXXX escapes."""
+
+    json_dumps_params = {"ensure_ascii": False}
+
+
 api = NinjaAPI(
     title="orca-memory",
     version="1",
@@ -41,6 +48,7 @@ api = NinjaAPI(
     "Send `Authorization: Bearer <key>` (`manage.py create_api_key --agent NAME`).",
     auth=ApiKeyAuth(),
     parser=JsonParser(),
+    renderer=Utf8JSONRenderer(),
     urls_namespace="api-v1",
 )
 api.add_router("/", memory_router)

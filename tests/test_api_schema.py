@@ -27,3 +27,9 @@ def test_an_unexpected_error_is_json_without_internals(api, monkeypatch, caplog)
     assert response.status_code == 500
     assert response.json() == {"detail": "internal server error"}
     assert "secret internal detail" in caplog.text  # logged for the operator
+
+
+def test_responses_carry_chinese_as_utf8_text(api):
+    response = api.post("/sessions/s1/messages", {"role": "user", "content": "我的偏好"})
+    assert "我的偏好".encode() in response.content
+    assert response["Content-Type"] == "application/json; charset=utf-8"
