@@ -6,8 +6,8 @@ from dataclasses import asdict, dataclass
 
 from django.db import DatabaseError, connection
 
-from memory import embeddings, index
-from memory.models import MainMessage, VectorIndexState
+from memory import embeddings, index, vectors
+from memory.models import VectorIndexState
 from memory.vectors import vector_search_status
 
 
@@ -34,7 +34,7 @@ def _embedding_report() -> dict[str, object]:
         "dimension": embedder.signature.dimension if embedder else None,
         "ready": status.enabled,
         "reason": status.reason,
-        "pending": MainMessage.objects.awaiting_embedding().count(),
+        "pending": vectors.pending_count(),
         "last_success_at": state.last_success_at if state else None,
         "last_error": (state.last_error or None) if state else None,
         "last_error_at": state.last_error_at if state else None,

@@ -409,8 +409,20 @@ def scope_token(value: str) -> str:
 
 
 def lexical_table_sql(table: LexicalTable) -> list[tuple[str, str]]:
-    """(forward, reverse) statements: the FTS5 table and the triggers that keep it in sync.
+    """(forward, reverse) statements: the FTS5 table, then its triggers."""
+    columns = [*TEXT_COLUMNS, *table.scopes]
+    create = (
+        f"CREATE VIRTUAL TABLE {_q(table.name)} USING fts5({', '.join(columns)}, "
+        "tokenize='porter unicode61 remove_diacritics 2')"
+    )
+    return [(create, f"DROP TABLE {_q(table.name)}"), *lexical_trigger_sql(table)]
 
+
+def lexical_trigger_sql(table: LexicalTable) -> list[tuple[str, str]]:
+    """(forward, reverse) statements of the triggers that keep the FTS5 table in sync.
+
+    Django's SQLite schema editor rebuilds a table for most field changes, which drops its
+    triggers: a migration that alters a source table must create them again (see 0005).
     `ctx` is computed when a row is inserted or updated; editing a message does not refresh
     the `ctx` of the messages after it.
     """
@@ -434,11 +446,6 @@ def lexical_table_sql(table: LexicalTable) -> list[tuple[str, str]]:
         _q(table.name + "_sync_update"),
     )
     return [
-        (
-            f"CREATE VIRTUAL TABLE {name} USING fts5({', '.join(columns)}, "
-            "tokenize='porter unicode61 remove_diacritics 2')",
-            f"DROP TABLE {name}",
-        ),
         (
             f"CREATE TRIGGER {trigger[0]} AFTER INSERT ON {source} BEGIN {insert} END",
             f"DROP TRIGGER {trigger[0]}",

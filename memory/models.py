@@ -7,8 +7,11 @@ and the design's CHECK constraints are database constraints. Indexes that the de
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db import models
 from django.db.models.functions import Length, Now
+from django.utils import timezone
 
 DEFAULT_AGENT = "default"
 # The design embeds only user and assistant messages of at least this many characters.
@@ -111,6 +114,7 @@ class ShortTermMemory(models.Model):
     confidence = models.FloatField(db_default=0.8)
     created_at = models.DateTimeField(db_default=Now())
     updated_at = models.DateTimeField(null=True, blank=True)
+    has_embedding = models.BooleanField(db_default=False)
 
     class Meta:
         db_table = "short_term_memories"
@@ -124,6 +128,12 @@ class ShortTermMemory(models.Model):
         return f"{self.session_id} summary #{self.pk}"
 
 
+class LongTermMemoryQuerySet(models.QuerySet["LongTermMemory"]):
+    def active(self) -> LongTermMemoryQuerySet:
+        """Not archived; expired ones stay (retrieval down-weights them)."""
+        return self.filter(archived_at__isnull=True)
+
+
 class LongTermMemory(models.Model):
     agent_id = models.TextField(db_default=DEFAULT_AGENT)
     content = models.TextField()
@@ -134,6 +144,14 @@ class LongTermMemory(models.Model):
     last_accessed = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(db_default=Now())
+    # Added to the design's columns: how many extractions confirmed it, when it last changed,
+    # whether it was archived by the cleanup (kept, out of retrieval), and its vector state.
+    source_count = models.IntegerField(db_default=1)
+    updated_at = models.DateTimeField(null=True, blank=True)
+    archived_at = models.DateTimeField(null=True, blank=True)
+    has_embedding = models.BooleanField(db_default=False)
+
+    objects = LongTermMemoryQuerySet.as_manager()
 
     class Meta:
         db_table = "long_term_memories"
@@ -152,6 +170,68 @@ class LongTermMemory(models.Model):
 
     def __str__(self) -> str:
         return f"{self.memory_type} #{self.pk}"
+
+    def is_expired(self, now: datetime | None = None) -> bool:
+        return self.expires_at is not None and self.expires_at <= (now or timezone.now())
+
+
+class MemoryAction(models.TextChoices):
+    CREATE = "create"
+    UPDATE = "update"
+    MERGE = "merge"  # a new extraction matched this memory
+    EXPIRE = "expire"
+    ARCHIVE = "archive"
+    DELETE = "delete"
+
+
+class LongTermMemoryHistory(models.Model):
+    """Every change of a long-term memory: who, what, when, the text before and after.
+
+    Keyed by the memory's id, not a foreign key, so the record of a deletion survives it.
+    """
+
+    memory_id = models.BigIntegerField()
+    agent_id = models.TextField()
+    action = models.TextField(choices=MemoryAction.choices)
+    actor = models.TextField(help_text="api, admin:<user>, consolidation, cleanup...")
+    old_content = models.TextField(null=True, blank=True)
+    new_content = models.TextField(null=True, blank=True)
+    changes = models.JSONField(null=True, blank=True)
+    at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "long_term_memory_history"
+        verbose_name_plural = "long-term memory history"
+        indexes = [models.Index(fields=["memory_id", "-at"], name="idx_ltm_history_memory")]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(action__in=MemoryAction.values),
+                name="long_term_memory_history_action_valid",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action} of memory {self.memory_id} by {self.actor}"
+
+
+class ConsolidationRun(models.Model):
+    """One pass turning a session's summaries into long-term memories, or why it was skipped."""
+
+    agent_id = models.TextField()
+    session_id = models.TextField()
+    trigger = models.TextField(help_text="session_end or turns")
+    started_at = models.DateTimeField(db_default=Now())
+    extractor = models.TextField(blank=True, db_default="")
+    created = models.IntegerField(db_default=0)
+    merged = models.IntegerField(db_default=0)
+    skipped_reason = models.TextField(blank=True, db_default="")
+
+    class Meta:
+        db_table = "consolidation_runs"
+        indexes = [models.Index(fields=["agent_id", "-started_at"], name="idx_consolidation_agent")]
+
+    def __str__(self) -> str:
+        return f"{self.agent_id}/{self.session_id} at {self.started_at}"
 
 
 class ApiKeyQuerySet(models.QuerySet["ApiKey"]):

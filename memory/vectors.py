@@ -13,9 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import lru_cache
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Model, QuerySet
 from django.utils import timezone
 
 from memory import embeddings, index
@@ -25,7 +27,7 @@ from memory.embeddings import (
     InputRejected,
     Signature,
 )
-from memory.models import MainMessage, VectorIndexState
+from memory.models import LongTermMemory, MainMessage, ShortTermMemory, VectorIndexState
 from orca_memory.db.functions import speaker
 
 logger = logging.getLogger(__name__)
@@ -89,7 +91,8 @@ def rebuild_index(signature: Signature) -> None:
                 "consecutive_failures": 0,
             },
         )
-        MainMessage.objects.filter(has_embedding=True).update(has_embedding=False)
+        for source in SOURCES:
+            source.model.objects.filter(has_embedding=True).update(has_embedding=False)
 
 
 def prepare_index(signature: Signature) -> None:
@@ -127,32 +130,6 @@ def retry_delay() -> timedelta:
     return timedelta(seconds=min(30 * 2 ** max(failures - 1, 0), 600))
 
 
-def _write(batch: list[MainMessage], vectors: list[list[float]]) -> int:
-    with transaction.atomic():
-        open_ids = set(
-            MainMessage.objects.filter(
-                pk__in=[m.pk for m in batch], has_embedding=False
-            ).values_list("pk", flat=True)
-        )
-        for message, vector in zip(batch, vectors, strict=True):
-            if message.pk not in open_ids:
-                continue  # another run embedded it meanwhile
-            index.vector_put(
-                index.MESSAGE_VECTORS,
-                row_id=message.pk,
-                agent_id=message.agent_id,
-                embedding=vector,
-                metadata={
-                    "session_id": message.session_id,
-                    "role": message.role,
-                    "msg_type": message.msg_type,
-                    "created_at": int(message.timestamp.timestamp()),
-                },
-            )
-        MainMessage.objects.filter(pk__in=open_ids).update(has_embedding=True)
-    return len(open_ids)
-
-
 def embedding_text(message: MainMessage) -> str:
     """What is embedded for a message: "[8 May 2023 13:56] Caroline: text".
 
@@ -163,8 +140,71 @@ def embedding_text(message: MainMessage) -> str:
     return f"[{when.day} {when:%B %Y %H:%M}] {who}: {message.content[:MAX_EMBED_CHARS]}"
 
 
-def _embed(embedder: Embedder, batch: list[MainMessage]) -> list[list[float]]:
-    return embedder.embed([embedding_text(m) for m in batch])
+@dataclass(frozen=True)
+class Source:
+    """A table whose rows get vectors: what is pending, what is embedded, what is stored."""
+
+    model: type[Model]
+    table: index.VectorTable
+    pending: Callable[[], QuerySet[Any]]
+    text: Callable[[Any], str]
+    metadata: Callable[[Any], dict[str, str | int]]
+
+
+SOURCES = (
+    Source(
+        MainMessage,
+        index.MESSAGE_VECTORS,
+        lambda: MainMessage.objects.awaiting_embedding(),
+        embedding_text,
+        lambda m: {
+            "session_id": m.session_id,
+            "role": m.role,
+            "msg_type": m.msg_type,
+            "created_at": int(m.timestamp.timestamp()),
+        },
+    ),
+    Source(
+        ShortTermMemory,
+        index.SUMMARY_VECTORS,
+        lambda: ShortTermMemory.objects.filter(has_embedding=False),
+        lambda s: s.content[:MAX_EMBED_CHARS],
+        lambda s: {"session_id": s.session_id},
+    ),
+    Source(
+        LongTermMemory,
+        index.MEMORY_VECTORS,
+        lambda: LongTermMemory.objects.filter(has_embedding=False),
+        lambda m: m.content[:MAX_EMBED_CHARS],
+        lambda m: {"memory_type": m.memory_type},
+    ),
+)
+
+
+def pending_count() -> int:
+    """Rows of every source still waiting for their vector."""
+    return sum(source.pending().count() for source in SOURCES)
+
+
+def _write(source: Source, batch: list[Any], vectors: list[list[float]]) -> int:
+    with transaction.atomic():
+        open_ids = set(
+            source.model.objects.filter(
+                pk__in=[row.pk for row in batch], has_embedding=False
+            ).values_list("pk", flat=True)
+        )
+        for row, vector in zip(batch, vectors, strict=True):
+            if row.pk not in open_ids:
+                continue  # another run embedded it meanwhile
+            index.vector_put(
+                source.table,
+                row_id=row.pk,
+                agent_id=row.agent_id,
+                embedding=vector,
+                metadata=source.metadata(row),
+            )
+        source.model.objects.filter(pk__in=open_ids).update(has_embedding=True)
+    return len(open_ids)
 
 
 def embed_pending(
@@ -173,7 +213,7 @@ def embed_pending(
     batch_size: int | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> int:
-    """Embed every pending message; returns how many got their vector.
+    """Embed every pending message, summary and memory; returns how many got their vector.
 
     Raises EmbeddingError when the provider is down (the rest stays pending) and
     SignatureMismatch when the tables belong to another provider.
@@ -183,19 +223,10 @@ def embed_pending(
         return 0
     prepare_index(embedder.signature)
     batch_size = batch_size or settings.ORCA.embedding_batch_size
-    embedded, skipped = 0, set[int]()
-    pending = MainMessage.objects.awaiting_embedding().order_by("id")
+    embedded = 0
     try:
-        while batch := list(pending.exclude(pk__in=skipped)[:batch_size]):
-            try:
-                vectors = _embed(embedder, batch)
-            except InputRejected:
-                done = _embed_one_by_one(embedder, batch, skipped)
-            else:
-                done = _write(batch, vectors)
-            embedded += done
-            if progress:
-                progress(done)
+        for source in SOURCES:
+            embedded += _embed_source(source, embedder, batch_size, progress)
     except EmbeddingError as exc:
         _record(error=str(exc))
         raise
@@ -203,17 +234,42 @@ def embed_pending(
     return embedded
 
 
-def _embed_one_by_one(embedder: Embedder, batch: list[MainMessage], skipped: set[int]) -> int:
+def _embed_source(
+    source: Source,
+    embedder: Embedder,
+    batch_size: int,
+    progress: Callable[[int], None] | None,
+) -> int:
+    embedded, skipped = 0, set[int]()
+    pending = source.pending().order_by("id")
+    while batch := list(pending.exclude(pk__in=skipped)[:batch_size]):
+        try:
+            vectors = embedder.embed([source.text(row) for row in batch])
+        except InputRejected:
+            done = _embed_one_by_one(source, embedder, batch, skipped)
+        else:
+            done = _write(source, batch, vectors)
+        embedded += done
+        if progress:
+            progress(done)
+    return embedded
+
+
+def _embed_one_by_one(
+    source: Source, embedder: Embedder, batch: list[Any], skipped: set[int]
+) -> int:
     """So that one text the provider refuses cannot block the rest of the backlog."""
     embedded = 0
-    for message in batch:
+    for row in batch:
         try:
-            vectors = _embed(embedder, [message])
+            vectors = embedder.embed([source.text(row)])
         except InputRejected as exc:
-            logger.warning("Message %s cannot be embedded, skipped for now: %s", message.pk, exc)
-            skipped.add(message.pk)
+            logger.warning(
+                "%s %s cannot be embedded, skipped for now: %s", source.model.__name__, row.pk, exc
+            )
+            skipped.add(row.pk)
             continue
-        embedded += _write([message], vectors)
+        embedded += _write(source, [row], vectors)
     return embedded
 
 

@@ -112,8 +112,11 @@ def test_a_row_finished_by_another_run_is_not_written_again(fake_embedder):
     message = add("raced by two workers")
     vectors.prepare_index(fake_embedder.signature)
     batch = [message]
-    assert vectors._write(batch, fake_embedder.embed([message.content])) == 1
-    assert vectors._write(batch, fake_embedder.embed(["something else entirely"])) == 0
+    assert vectors._write(vectors.SOURCES[0], batch, fake_embedder.embed([message.content])) == 1
+    assert (
+        vectors._write(vectors.SOURCES[0], batch, fake_embedder.embed(["something else entirely"]))
+        == 0
+    )
     hits = index.knn(
         index.MESSAGE_VECTORS,
         agent_id="a1",

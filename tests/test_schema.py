@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from django.db import IntegrityError, connection, transaction
 
+from memory import index
 from memory.models import LongTermMemory, MainMessage, ShortTermMemory
+from orca_memory.db.base import Driver
 from subagents.models import SubagentMessage
 
 pytestmark = pytest.mark.django_db
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_it_fills_database_defaults_for_plain_sql_inserts(sql):
@@ -120,3 +129,43 @@ def test_it_reports_the_sqlite_variable_limit_django_relies_on():
         MainMessage(session_id="s", role="user", content=f"m{i}") for i in range(500)
     )
     assert MainMessage.objects.count() == 500
+
+
+FTS_TRIGGERS = {
+    f"{table.name}_sync_{event}"
+    for table in index.LEXICAL_TABLES
+    for event in ("insert", "delete", "update")
+}
+
+
+def _triggers(run) -> set[str]:
+    return {name for (name,) in run("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+
+
+def test_every_fts_table_keeps_its_triggers_after_all_migrations(sql):
+    # Django rebuilds a table to alter it, dropping its triggers; a migration that forgets to
+    # recreate them would silently stop indexing.
+    assert _triggers(sql) >= FTS_TRIGGERS
+
+
+def test_migrations_reverse_and_reapply_with_the_triggers_in_place(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    env["ORCA_HOME"] = str(tmp_path)
+
+    def manage(*args: str) -> None:
+        result = subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 0, result.stderr
+
+    manage("migrate", "--no-input")
+    manage("migrate", "memory", "0004", "--no-input")
+    manage("migrate", "--no-input")
+
+    db = Driver.connect(str(tmp_path / "data" / "orca.db"))
+    assert _triggers(lambda q: db.execute(q).fetchall()) >= FTS_TRIGGERS

@@ -8,9 +8,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from memory.embeddings import EmbeddingError
-from memory.models import MainMessage
 from memory.tasks import schedule_embedding
-from memory.vectors import SignatureMismatch, embed_pending
+from memory.vectors import SignatureMismatch, embed_pending, pending_count
 
 
 class Command(BaseCommand):
@@ -27,7 +26,7 @@ class Command(BaseCommand):
         if options["enqueue"]:
             schedule_embedding()
             return
-        pending = MainMessage.objects.awaiting_embedding().count()
+        pending = pending_count()
         try:
             with tqdm(total=pending, unit="msg", disable=not pending) as bar:
                 done = embed_pending(progress=bar.update)

@@ -9,8 +9,7 @@ from tqdm import tqdm
 
 from memory import embeddings
 from memory.embeddings import EmbeddingError
-from memory.models import MainMessage
-from memory.vectors import embed_pending, rebuild_index
+from memory.vectors import embed_pending, pending_count, rebuild_index
 
 
 class Command(BaseCommand):
@@ -24,7 +23,7 @@ class Command(BaseCommand):
         if embedder is None:
             raise CommandError("No embedding provider is configured (embedding_provider = none).")
         rebuild_index(embedder.signature)
-        pending = MainMessage.objects.awaiting_embedding().count()
+        pending = pending_count()
         self.stdout.write(f"Vector tables rebuilt for {embedder.signature}; embedding {pending}.")
         try:
             with tqdm(total=pending, unit="msg", disable=not pending) as bar:
