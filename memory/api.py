@@ -10,6 +10,7 @@ Every endpoint but health sees only the data of the agent its API key belongs to
 from datetime import datetime
 from typing import Any, Literal
 
+from django.conf import settings
 from django.http import Http404, HttpRequest
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -17,6 +18,7 @@ from ninja import Field, Query, Router, Schema, Status
 from ninja.pagination import paginate
 from pydantic import field_validator
 
+from memory.context import context_build
 from memory.health import service_health
 from memory.memories import (
     memories_of,
@@ -28,7 +30,7 @@ from memory.memories import (
 from memory.messages import message_add, session_delete, session_messages, sessions_of
 from memory.models import LongTermMemory, MemoryType, MessageType, Role, ShortTermMemory
 from memory.search import MAX_K, search
-from memory.validation import check_metadata, check_text
+from memory.validation import check_identifier, check_metadata, check_text
 
 router = Router()
 
@@ -159,6 +161,47 @@ class SearchOut(Schema):
     hits: list[SearchHitOut]
 
 
+class ContextIn(TextSchema):
+    query: str | None = Field(None, description="what the next LLM call is about, if known")
+    model_window: int | None = Field(
+        None, ge=256, le=10_000_000, description="the model's window; default [orca] model_window"
+    )
+
+
+class ContextItemOut(Schema):
+    id: int
+    content: str
+    tokens: int
+    score: float | None
+    details: dict[str, Any]
+
+
+class ContextLayerOut(Schema):
+    budget: int
+    used: int
+    method: str = Field(
+        description="how items were chosen: newest, similarity, lexical, access_count"
+    )
+    items: list[ContextItemOut]
+
+
+class ContextExplanationOut(Schema):
+    model_window: int
+    budget: int = Field(description="60% of the window")
+    used: int
+    layers: dict[str, ContextLayerOut]
+    cuts: list[str] = Field(description="what was cut to fit the budget, in the design's order")
+    degraded: list[str]
+    identity_recall: bool
+
+
+class ContextOut(Schema):
+    messages: list[dict[str, str]] = Field(
+        description="ready to send: system memory, then the session"
+    )
+    explanation: ContextExplanationOut
+
+
 # --- health --------------------------------------------------------------------------------
 
 
@@ -243,6 +286,31 @@ def delete_session(request: HttpRequest, session_id: str) -> dict[str, Any]:
         "session_id": session_id,
         "deleted_messages": deleted.messages,
         "deleted_summaries": deleted.summaries,
+    }
+
+
+@router.post("/sessions/{session_id}/context", response=ContextOut, tags=["context"])
+def build_context(request: HttpRequest, session_id: str, payload: ContextIn) -> dict[str, Any]:
+    """The messages to send for the session's next LLM call, within 60% of `model_window`,
+    with an explanation of every layer. Works for a session with no messages yet."""
+    check_identifier("session_id", session_id)
+    context = context_build(
+        agent_id=request.auth,
+        session_id=session_id,
+        query=payload.query,
+        model_window=payload.model_window or settings.ORCA.model_window,
+    )
+    return {
+        "messages": context.messages,
+        "explanation": {
+            "model_window": context.window,
+            "budget": context.budget,
+            "used": context.used,
+            "layers": context.layers,
+            "cuts": context.cuts,
+            "degraded": context.degraded,
+            "identity_recall": context.identity_recall,
+        },
     }
 
 

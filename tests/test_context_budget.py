@@ -1,0 +1,232 @@
+"""context_build: the three layers, the 60% budget, the cut order, identity recall."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from memory import vectors
+from memory.context import context_build, is_identity_query
+from memory.messages import message_add
+from memory.models import LongTermMemory, ShortTermMemory
+
+pytestmark = pytest.mark.django_db
+
+
+def say(content: str, *, role: str = "user", session: str = "s1", agent: str = "a1"):
+    return message_add(agent_id=agent, session_id=session, role=role, content=content)
+
+
+def tokens(n: int, word: str = "abcd") -> str:
+    """Text the estimator counts as n tokens (4 characters per token)."""
+    return (word * n)[: 4 * n]
+
+
+def summary(content: str, *, session: str = "s1", agent: str = "a1") -> ShortTermMemory:
+    return ShortTermMemory.objects.create(agent_id=agent, session_id=session, content=content)
+
+
+def memory(
+    content: str, memory_type: str = "fact", *, agent: str = "a1", **fields
+) -> LongTermMemory:
+    return LongTermMemory.objects.create(
+        agent_id=agent, content=content, memory_type=memory_type, **fields
+    )
+
+
+def test_the_budget_is_60_percent_of_the_window_split_50_30_20():
+    context = context_build(agent_id="a1", session_id="s1", query=None, model_window=1000)
+    assert context.budget == 600
+    assert {name: layer.budget for name, layer in context.layers.items()} == {
+        "working": 300,
+        "short_term": 180,
+        "long_term": 120,
+    }
+    assert context.messages == [] and context.cuts == []
+
+
+def test_working_memory_is_the_newest_messages_that_fit_oldest_first():
+    sent = [say(tokens(40), role="user" if i % 2 else "assistant") for i in range(10)]
+    say("another session", session="s2")
+
+    context = context_build(agent_id="a1", session_id="s1", query=None, model_window=1000)
+
+    working = context.layers["working"]
+    assert [item.id for item in working.items] == [m.pk for m in sent[3:]]  # 7 x 40 <= 300
+    assert working.used == 280
+    assert [m["role"] for m in context.messages] == [m.role for m in sent[3:]]
+
+
+def test_short_term_takes_the_three_newest_summaries_without_a_query():
+    made = [summary(f"summary {i}") for i in range(5)]
+    summary("elsewhere", session="s2")
+    context = context_build(agent_id="a1", session_id="s1", query=None, model_window=8192)
+    layer = context.layers["short_term"]
+    assert (layer.method, [i.id for i in layer.items]) == ("newest", [m.pk for m in made[:1:-1]])
+
+
+def test_long_term_without_vectors_goes_by_access_count_and_counts_each_use():
+    used_most = memory("likes tea", access_count=9)
+    memory("lives in Berlin", access_count=1)
+    second = memory("works on orca", access_count=5)
+    memory("other agent's secret", agent="a2", access_count=99)
+
+    context = context_build(agent_id="a1", session_id="s1", query=None, model_window=8192)
+
+    layer = context.layers["long_term"]
+    assert (layer.method, [i.id for i in layer.items]) == (
+        "access_count",
+        [used_most.pk, second.pk],
+    )
+    used_most.refresh_from_db()
+    assert used_most.access_count == 10 and used_most.last_accessed is not None
+    assert "Long-term memory" in context.messages[0]["content"]
+    assert "likes tea" in context.messages[0]["content"]
+
+
+def test_with_vectors_both_memory_layers_go_by_similarity_and_the_query_is_embedded_once(
+    fake_embedder,
+):
+    summary("we talked about green tea and oolong")
+    summary("we planned the deployment for friday")
+    tea = memory("the user drinks green tea every day", "preference")
+    memory("the project deadline is in march", "project")
+    vectors.embed_pending()
+    calls = len(fake_embedder.calls)
+
+    context = context_build(agent_id="a1", session_id="s1", query="green tea", model_window=8192)
+
+    assert len(fake_embedder.calls) == calls + 1
+    short, long = context.layers["short_term"], context.layers["long_term"]
+    assert (short.method, long.method) == ("similarity", "similarity")
+    assert short.items[0].content.startswith("we talked about green tea")
+    assert long.items[0].id == tea.pk and long.items[0].score > long.items[1].score
+
+
+def test_expired_memories_are_down_weighted_not_dropped(fake_embedder):
+    expired = memory("green tea green tea", expires_at=timezone.now() - timedelta(days=1))
+    active = memory("green tea and cake")
+    vectors.embed_pending()
+
+    items = (
+        context_build(agent_id="a1", session_id="s1", query="green tea", model_window=8192)
+        .layers["long_term"]
+        .items
+    )
+
+    assert [i.id for i in items] == [active.pk, expired.pk]
+    assert items[1].details["expired"] is True
+
+
+def test_over_budget_it_cuts_long_term_then_short_term_then_the_oldest_messages():
+    for _ in range(6):
+        say(tokens(50))  # 6 x 50 = 300 = the working budget of a 1000 window
+    for i in range(3):
+        summary(tokens(40, f"s{i}xx"))
+    for i in range(2):
+        memory(tokens(40, f"m{i}xx"), access_count=5)
+
+    # 300 + 120 + 80 = 500 <= 600: nothing to cut.
+    context = context_build(agent_id="a1", session_id="s1", query=None, model_window=1000)
+    assert context.cuts == [] and context.used == 500
+
+    # Bigger memory layers: 300 + 3 x 60 + 2 x 100 = 680 > 600.
+    ShortTermMemory.objects.all().delete()
+    LongTermMemory.objects.all().delete()
+    for i in range(3):
+        summary(tokens(60, f"s{i}xx"))
+    for i in range(2):
+        memory(tokens(100, f"m{i}xx"), access_count=5)
+    context = context_build(agent_id="a1", session_id="s1", query=None, model_window=1000)
+    assert context.cuts == ["long_term cut from 2 to 1 item"]  # 580 fits
+    assert context.used == 580
+
+    # Still over after both cuts: the oldest working messages go, the newest stay.
+    for i in range(3):
+        summary(tokens(170, f"t{i}xx"))
+    LongTermMemory.objects.update(content=tokens(200, "mmmm"))
+    context = context_build(agent_id="a1", session_id="s1", query=None, model_window=1000)
+    assert context.cuts == [
+        "long_term cut from 2 to 1 item",
+        "short_term cut from 3 to 1 item",
+        "working memory dropped its 2 oldest message(s)",
+    ]
+    assert context.used == 200 + 170 + 4 * 50 <= context.budget
+    assert len(context.layers["working"].items) == 4
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "你还记得我吗？",
+        "上次说的那家餐厅",
+        "我的偏好是什么",
+        "Do you remember me?",
+        "what was my preference again",
+        "like LAST TIME",
+    ],
+)
+def test_identity_queries_are_recognised(query):
+    assert is_identity_query(query)
+
+
+@pytest.mark.parametrize(
+    "query", [None, "", "部署到服务器", "what time is it", "remembering is hard"]
+)
+def test_ordinary_queries_are_not_identity_queries(query):
+    assert not is_identity_query(query)
+
+
+def test_identity_recall_puts_preferences_first_and_tops_up_with_the_most_used(fake_embedder):
+    preference = memory("user prefers short answers about tea", "preference")
+    fact = memory("user tea farm visit in may", "fact")
+    popular = memory("completely unrelated project note", "project", access_count=50)
+    memory("another unrelated note", "decision", access_count=1)
+    vectors.embed_pending()
+
+    context = context_build(
+        agent_id="a1", session_id="s1", query="do you remember my tea preference", model_window=8192
+    )
+
+    items = context.layers["long_term"].items
+    assert context.identity_recall is True
+    assert items[0].id == preference.pk
+    assert {i.id for i in items} >= {preference.pk, fact.pk, popular.pk}
+    assert len(items) >= 3
+
+
+def test_context_never_includes_another_agent_or_a_subagent_transcript(api_for):
+    from subagents.runs import subagent_finish, subagent_record
+
+    parent = say("please ask the coder", role="assistant")
+    subagent_record(parent=parent, agent_name="coder", role="assistant", content="zebra reasoning")
+    subagent_finish(parent=parent, agent_name="coder", content="the result")
+    say("their secret", agent="a2")
+    memory("their memory", agent="a2")
+    summary("their summary", agent="a2")
+
+    response = api_for("a1").post(
+        "/sessions/s1/context", {"query": "secret zebra", "model_window": 4096}
+    )
+
+    assert response.status_code == 200
+    body = response.json()
+    text = str(body)
+    assert "zebra" not in text and "their" not in text
+    assert [m["content"] for m in body["messages"]] == ["please ask the coder", "the result"]
+    explanation = body["explanation"]
+    assert explanation["budget"] == int(4096 * 0.6)
+    assert set(explanation["layers"]) == {"working", "short_term", "long_term"}
+    assert explanation["layers"]["working"]["used"] == sum(
+        item["tokens"] for item in explanation["layers"]["working"]["items"]
+    )
+    assert explanation["degraded"] == ["no vector search: no embedding provider is configured"]
+
+
+def test_the_endpoint_validates_its_body(api):
+    assert api.post("/sessions/s1/context", {"model_window": 10}).status_code == 422
+    assert api.post("/sessions/s1/context", {"query": "\u0000"}).status_code == 422
+    body = api.post("/sessions/new-session/context", {}).json()
+    assert body["explanation"]["model_window"] == 8192 and body["messages"] == []
