@@ -28,8 +28,16 @@ from memory.memories import (
     memory_update,
 )
 from memory.messages import message_add, session_delete, session_messages, sessions_of
-from memory.models import LongTermMemory, MemoryType, MessageType, Role, ShortTermMemory
+from memory.models import (
+    LongTermMemory,
+    LongTermMemoryHistory,
+    MemoryType,
+    MessageType,
+    Role,
+    ShortTermMemory,
+)
 from memory.search import MAX_K, search
+from memory.tasks import consolidate_session_task
 from memory.validation import check_identifier, check_metadata, check_text
 
 router = Router()
@@ -121,11 +129,27 @@ class MemoryOut(Schema):
     last_accessed: datetime | None
     expires_at: datetime | None
     created_at: datetime
+    updated_at: datetime | None
+    source_count: int
     expired: bool
 
     @staticmethod
     def resolve_expired(memory: LongTermMemory) -> bool:
         return memory.expires_at is not None and memory.expires_at <= timezone.now()
+
+
+class MemoryHistoryOut(Schema):
+    action: str
+    actor: str
+    old_content: str | None
+    new_content: str | None
+    changes: dict[str, Any] | None
+    at: datetime
+
+
+class SessionEndOut(Schema):
+    session_id: str
+    consolidation: str = Field(description="queued: the worker extracts long-term memories")
 
 
 class MemoryFilters(Schema):
@@ -314,6 +338,15 @@ def build_context(request: HttpRequest, session_id: str, payload: ContextIn) -> 
     }
 
 
+@router.post("/sessions/{session_id}/end", response={202: SessionEndOut}, tags=["memories"])
+def end_session(request: HttpRequest, session_id: str) -> Status[dict[str, str]]:
+    """Queue the session's consolidation into long-term memories (skipped if the agent was
+    consolidated less than 30 seconds ago)."""
+    _session_or_404(request.auth, session_id)
+    consolidate_session_task.enqueue(request.auth, session_id)
+    return Status(202, {"session_id": session_id, "consolidation": "queued"})
+
+
 @router.get("/sessions/{session_id}/summaries", response=list[SummaryOut], tags=["memories"])
 def list_summaries(request: HttpRequest, session_id: str) -> Any:
     """The session's short-term summaries, newest first."""
@@ -349,7 +382,7 @@ def search_messages(request: HttpRequest, filters: Query[SearchFilters]) -> dict
 
 
 def _memory_or_404(request: HttpRequest, memory_id: int) -> LongTermMemory:
-    return get_object_or_404(LongTermMemory, pk=memory_id, agent_id=request.auth)
+    return get_object_or_404(LongTermMemory.objects.active(), pk=memory_id, agent_id=request.auth)
 
 
 @router.get("/memories", response=list[MemoryOut], tags=["memories"])
@@ -366,7 +399,7 @@ def list_memories(request: HttpRequest, filters: Query[MemoryFilters]) -> Any:
 
 @router.post("/memories", response={201: MemoryOut}, tags=["memories"])
 def create_memory(request: HttpRequest, payload: MemoryIn) -> Status[Any]:
-    return Status(201, memory_create(agent_id=request.auth, **payload.dict()))
+    return Status(201, memory_create(agent_id=request.auth, actor="api", **payload.dict()))
 
 
 @router.get("/memories/{int:memory_id}", response=MemoryOut, tags=["memories"])
@@ -378,16 +411,23 @@ def get_memory(request: HttpRequest, memory_id: int) -> Any:
 def patch_memory(request: HttpRequest, memory_id: int, payload: MemoryPatch) -> Any:
     """Change the fields given; `"expires_at": null` makes an expired memory active again."""
     memory = _memory_or_404(request, memory_id)
-    return memory_update(memory, **payload.dict(exclude_unset=True))
+    return memory_update(memory, actor="api", **payload.dict(exclude_unset=True))
+
+
+@router.get("/memories/{int:memory_id}/history", response=list[MemoryHistoryOut], tags=["memories"])
+def memory_history(request: HttpRequest, memory_id: int) -> Any:
+    """Every change of the memory, newest first: who, what, when, the text before and after."""
+    memory = _memory_or_404(request, memory_id)
+    return LongTermMemoryHistory.objects.filter(memory_id=memory.pk).order_by("-at", "-id")
 
 
 @router.delete("/memories/{int:memory_id}", response={204: None}, tags=["memories"])
 def delete_memory(request: HttpRequest, memory_id: int) -> Status[None]:
-    memory_delete(_memory_or_404(request, memory_id))
+    memory_delete(_memory_or_404(request, memory_id), actor="api")
     return Status(204, None)
 
 
 @router.post("/memories/{int:memory_id}/expire", response=MemoryOut, tags=["memories"])
 def expire_memory(request: HttpRequest, memory_id: int) -> Any:
     """Expire the memory now: it stays, down-weighted in retrieval, until deleted."""
-    return memory_expire(_memory_or_404(request, memory_id))
+    return memory_expire(_memory_or_404(request, memory_id), actor="api")

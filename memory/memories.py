@@ -1,4 +1,8 @@
-"""Long-term memories: the curation flows the API, the admin and the UI share."""
+"""Long-term memories: the curation flows the API, the admin, the UI and consolidation share.
+
+Every change is kept in `long_term_memory_history` with who made it and the text before and
+after, so nothing a curator or a consolidation does is lost from view.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +13,8 @@ from django.db import transaction
 from django.db.models import Case, Q, QuerySet, When
 from django.utils import timezone
 
-from memory import index
-from memory.models import LongTermMemory, MemoryType
+from memory import index, tasks
+from memory.models import LongTermMemory, LongTermMemoryHistory, MemoryAction, MemoryType
 from memory.validation import InvalidInput, check_content, check_identifier
 
 # A text query ranks at most this many matches; enough for a person paging through results.
@@ -20,7 +24,9 @@ EDITABLE_FIELDS = frozenset(
 )
 
 
-def _check(fields: dict[str, Any]) -> None:
+def _check(fields: dict[str, Any], allowed: frozenset[str] = EDITABLE_FIELDS) -> None:
+    if unknown := set(fields) - allowed:
+        raise InvalidInput(f"unknown fields: {', '.join(sorted(unknown))}")
     for name in ("content", "memory_type", "confidence"):
         if name in fields and fields[name] is None:
             raise InvalidInput(f"{name} must not be null")
@@ -34,38 +40,88 @@ def _check(fields: dict[str, Any]) -> None:
         check_identifier("source_session", fields["source_session"])
 
 
+def _history(
+    memory: LongTermMemory,
+    action: str,
+    actor: str,
+    *,
+    old_content: str | None = None,
+    changes: dict[str, Any] | None = None,
+) -> None:
+    LongTermMemoryHistory.objects.create(
+        memory_id=memory.pk,
+        agent_id=memory.agent_id,
+        action=action,
+        actor=actor,
+        old_content=old_content,
+        new_content=None if action == MemoryAction.DELETE else memory.content,
+        changes=changes,
+    )
+
+
+def _jsonable(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
 def memory_create(
-    *, agent_id: str, content: str, memory_type: str, **fields: Any
+    *, agent_id: str, content: str, memory_type: str, actor: str, **fields: Any
 ) -> LongTermMemory:
     fields = {"content": content, "memory_type": memory_type, **fields}
-    if unknown := set(fields) - EDITABLE_FIELDS:
-        raise InvalidInput(f"unknown fields: {', '.join(sorted(unknown))}")
     _check(fields)
-    return LongTermMemory.objects.create(agent_id=agent_id, **fields)
-
-
-def memory_update(memory: LongTermMemory, **fields: Any) -> LongTermMemory:
-    if unknown := set(fields) - EDITABLE_FIELDS:
-        raise InvalidInput(f"unknown fields: {', '.join(sorted(unknown))}")
-    _check(fields)
-    for name, value in fields.items():
-        setattr(memory, name, value)
-    memory.save(update_fields=list(fields))
+    with transaction.atomic():
+        memory = LongTermMemory.objects.create(agent_id=agent_id, **fields)
+        _history(memory, MemoryAction.CREATE, actor)
+        transaction.on_commit(tasks.schedule_embedding, robust=True)
     return memory
 
 
-def memory_expire(memory: LongTermMemory, *, now: datetime | None = None) -> LongTermMemory:
+def memory_update(
+    memory: LongTermMemory, *, actor: str, action: str = MemoryAction.UPDATE, **fields: Any
+) -> LongTermMemory:
+    """Change the given fields; a new text waits for its new vector.
+
+    Consolidation also raises `source_count` when a new extraction confirms the memory.
+    """
+    _check(fields, EDITABLE_FIELDS | {"source_count"})
+    changed = {k: v for k, v in fields.items() if getattr(memory, k) != v}
+    if not changed:
+        return memory
+    old_content = memory.content
+    with transaction.atomic():
+        for name, value in changed.items():
+            setattr(memory, name, value)
+        memory.updated_at = timezone.now()
+        update = [*changed, "updated_at"]
+        if "content" in changed or "memory_type" in changed:
+            memory.has_embedding = False
+            update.append("has_embedding")
+            transaction.on_commit(tasks.schedule_embedding, robust=True)
+        memory.save(update_fields=update)
+        _history(
+            memory,
+            action,
+            actor,
+            old_content=old_content if "content" in changed else None,
+            changes={k: _jsonable(v) for k, v in changed.items() if k != "content"} or None,
+        )
+    return memory
+
+
+def memory_expire(
+    memory: LongTermMemory, *, actor: str, now: datetime | None = None
+) -> LongTermMemory:
     """Expire now (kept and down-weighted, never deleted); an earlier expiry stays."""
     now = now or timezone.now()
     if memory.expires_at is None or memory.expires_at > now:
-        memory_update(memory, expires_at=now)
+        memory_update(memory, actor=actor, action=MemoryAction.EXPIRE, expires_at=now)
     return memory
 
 
-def memory_delete(memory: LongTermMemory) -> None:
+def memory_delete(memory: LongTermMemory, *, actor: str) -> None:
     with transaction.atomic():
         if index.vector_status().enabled:
             index.vector_delete(index.MEMORY_VECTORS, [memory.pk])
+        _history(memory, MemoryAction.DELETE, actor, old_content=memory.content)
         memory.delete()
 
 
@@ -77,8 +133,8 @@ def memories_of(
     include_expired: bool = False,
     now: datetime | None = None,
 ) -> QuerySet[LongTermMemory]:
-    """The agent's memories: best text match first when there is a query, else newest first."""
-    memories = LongTermMemory.objects.filter(agent_id=agent_id)
+    """The agent's active memories: best text match first with a query, else newest first."""
+    memories = LongTermMemory.objects.filter(agent_id=agent_id).active()
     if memory_type is not None:
         memories = memories.filter(memory_type=memory_type)
     if not include_expired:

@@ -12,9 +12,8 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Count, Max, Min, QuerySet
 
-from memory import index
+from memory import index, tasks
 from memory.models import MainMessage, MessageType, Role, ShortTermMemory
-from memory.tasks import schedule_embedding
 from memory.tokens import estimate_tokens
 from memory.validation import InvalidInput, check_content, check_identifier, check_metadata
 
@@ -52,9 +51,11 @@ def message_add(
         token_count=estimate_tokens(content),
         **({"timestamp": timestamp} if timestamp is not None else {}),
     )
+    # After the commit, so the worker finds the row; background work never fails the write.
     if message.needs_embedding:
-        # After the commit, so the worker finds the row; embedding never fails the write.
-        transaction.on_commit(schedule_embedding, robust=True)
+        transaction.on_commit(tasks.schedule_embedding, robust=True)
+    if message.role == Role.ASSISTANT:
+        transaction.on_commit(lambda: tasks.summarize_turn_task.enqueue(message.pk), robust=True)
     return message
 
 

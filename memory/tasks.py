@@ -9,8 +9,9 @@ from django.tasks import TaskResultStatus, task
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
-from memory import vectors
+from memory import maintenance, vectors
 from memory.embeddings import EmbeddingError
+from memory.models import MainMessage
 
 logger = logging.getLogger(__name__)
 
@@ -45,3 +46,22 @@ def schedule_embedding(*, delay: timedelta | None = None) -> None:
             return  # the immediate backend (tests) cannot wait; the next message retries
         task_ = task_.using(run_after=timezone.now() + delay)
     task_.enqueue()
+
+
+@task()
+def summarize_turn_task(reply_id: int) -> None:
+    """Summarize the turn an assistant reply ends; every 20 turns, consolidate the session."""
+    reply = MainMessage.objects.filter(pk=reply_id).first()
+    if reply is None:
+        return  # the session was deleted meanwhile
+    maintenance.summarize_turn(reply)
+    turns = maintenance.turns_in_session(reply.agent_id, reply.session_id)
+    if turns % maintenance.TURNS_PER_CONSOLIDATION == 0:
+        maintenance.consolidate_session(
+            agent_id=reply.agent_id, session_id=reply.session_id, trigger="turns"
+        )
+
+
+@task()
+def consolidate_session_task(agent_id: str, session_id: str) -> None:
+    maintenance.consolidate_session(agent_id=agent_id, session_id=session_id, trigger="session_end")

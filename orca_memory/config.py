@@ -30,6 +30,7 @@ class Config:
     embedding_dim: int
     embedding_batch_size: int
     max_content_bytes: int
+    long_term_cap: int
     # The key authenticates every SiliconFlow call: keep it out of repr(), logs and pages.
     siliconflow_api_key: str | None = field(repr=False)
     siliconflow_base_url: str
@@ -90,6 +91,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("orca", "embedding_dim", _positive_int, 1024),
     Setting("orca", "embedding_batch_size", _positive_int, 5),
     Setting("orca", "max_content_bytes", _positive_int, 1024 * 1024),
+    Setting("orca", "long_term_cap", _positive_int, 10_000),
     Setting("siliconflow", "api_key", _text, None),
     Setting("siliconflow", "base_url", _text, "https://api.siliconflow.cn/v1"),
     Setting("siliconflow", "embedding_model", _text, "Pro/BAAI/bge-m3"),

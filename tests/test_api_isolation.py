@@ -54,12 +54,17 @@ def test_another_agent_sees_nothing_and_changes_nothing(api_for, alice_data):
             f"/messages/{msg}/subagent", {"agent_name": "x", "role": "assistant", "content": "x"}
         ),
         bob.post(f"/messages/{msg}/subagent/result", {"agent_name": "x", "content": "x"}),
+        bob.post("/sessions/secret/end"),
+        bob.get(f"/memories/{mem}/history"),
     ]
     assert [r.status_code for r in not_found] == [404] * len(not_found)
     assert all(r.json() == {"detail": "Not Found"} for r in not_found)
     assert bob.get("/sessions").json() == {"items": [], "count": 0}
     assert bob.get("/memories").json() == {"items": [], "count": 0}
     assert bob.get("/memories", q="tea", include_expired="true").json()["count"] == 0
+    assert bob.get("/search", q="alice plan reasoning").json()["hits"] == []
+    context = bob.post("/sessions/secret/context", {"query": "alice tea plan"}).json()
+    assert context["messages"] == [] and "alice" not in str(context)
     assert snapshot() == before
 
     # Bob writing to a session of the same name creates his own, leaving Alice's alone.
