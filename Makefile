@@ -47,6 +47,7 @@ test: lint install-local
 
 bench: install
 	$(BIN)/python manage.py bench_knn
+	$(BIN)/python manage.py bench_context
 
 # Evidence recall on the LoCoMo data beside the project (docs/EVALUATION.md).
 LOCOMO ?= ../shared/data/locomo

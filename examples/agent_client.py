@@ -5,7 +5,8 @@
     .venv/bin/python examples/agent_client.py
 
 It stores a short conversation, lets a sub-agent work on one turn (its transcript stays
-apart; only its result joins the conversation) and prints what the session holds.
+apart; only its result joins the conversation), then asks for the context of the next LLM
+call and prints it with the explanation of what went into it.
 """
 
 from __future__ import annotations
@@ -62,6 +63,22 @@ def main() -> int:
         print(f"Sub-agent transcript of message {call['id']} (kept out of the conversation):")
         for message in transcript["messages"]:
             print(f"  [{message['agent_name']}/{message['role']}] {message['content']!r}")
+
+        # Before the next LLM call: what to send, within 60% of the model's window.
+        context = post(
+            f"/sessions/{session}/context",
+            {"query": "How should I answer the user?", "model_window": 8192},
+        )
+        print("Context for the next LLM call:")
+        for message in context["messages"]:
+            print(f"  {message['role']}: {message['content']!r}")
+        explanation = context["explanation"]
+        print(f"Budget {explanation['used']}/{explanation['budget']} tokens:")
+        for name, layer in explanation["layers"].items():
+            ids = [item["id"] for item in layer["items"]]
+            print(f"  {name}: {layer['used']}/{layer['budget']} tokens by {layer['method']}, {ids}")
+        for reason in explanation["degraded"]:
+            print(f"  degraded: {reason}")
     return 0
 
 

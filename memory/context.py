@@ -36,7 +36,6 @@ IDENTITY_MIN_SIMILARITY = 0.3
 # Expired memories stay retrievable at half weight (the design: 降权而非删除).
 EXPIRED_WEIGHT = 0.5
 LONG_TERM_CANDIDATES = 20
-WORKING_CANDIDATES = 500
 
 # One table, Chinese and English, matched case-insensitively anywhere in the query.
 IDENTITY_PATTERNS: tuple[str, ...] = (
@@ -101,19 +100,23 @@ class Context:
 
 
 def _working(agent_id: str, session_id: str, budget: int) -> list[Item]:
-    """The newest messages that fit, oldest first."""
-    newest = MainMessage.objects.filter(agent_id=agent_id, session_id=session_id).order_by(
-        "-timestamp", "-id"
-    )[:WORKING_CANDIDATES]
+    """The newest messages that fit, oldest first.
+
+    Rows stream newest first from the (agent, session, timestamp) index, read backwards, and
+    reading stops at the first message that does not fit: a long session costs no more.
+    """
+    newest_first = (
+        MainMessage.objects.filter(agent_id=agent_id, session_id=session_id)
+        .order_by("-timestamp", "-id")
+        .values_list("id", "role", "content", "token_count")
+    )
     items: list[Item] = []
     used = 0
-    for message in newest:
-        if used + message.token_count > budget:
+    for pk, role, content, tokens in newest_first.iterator(chunk_size=64):
+        if used + tokens > budget:
             break
-        used += message.token_count
-        items.append(
-            Item(message.pk, message.content, message.token_count, details={"role": message.role})
-        )
+        used += tokens
+        items.append(Item(pk, content, tokens, details={"role": role}))
     return items[::-1]
 
 

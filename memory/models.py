@@ -83,8 +83,10 @@ class MainMessage(models.Model):
             ),
         ]
         indexes = [
+            # Ascending: SQLite reads it backwards for newest-first, ties by id included (the
+            # rowid ends every index entry), so working memory streams without a sort.
             models.Index(
-                fields=["agent_id", "session_id", "-timestamp"], name="idx_main_session_time"
+                fields=["agent_id", "session_id", "timestamp"], name="idx_main_session_time"
             ),
             models.Index(
                 fields=["role"],

@@ -33,6 +33,8 @@ def test_the_example_client_stores_a_conversation_and_a_subagent_run(live_server
     assert result.returncode == 0, result.stderr
     assert "def add(a, b)" in result.stdout
     assert "Thinking: def add..." in result.stdout
+    assert "Context for the next LLM call:" in result.stdout
+    assert "working: " in result.stdout and "long_term: " in result.stdout
     assert MainMessage.objects.filter(agent_id="demo", role="tool").count() == 1
     assert SubagentMessage.objects.filter(agent_name="coder").count() == 2
     session = MainMessage.objects.filter(agent_id="demo").first().session_id

@@ -117,7 +117,7 @@ class Migration(migrations.Migration):
                 "db_table": "main_messages",
                 "indexes": [
                     models.Index(
-                        fields=["agent_id", "session_id", "-timestamp"],
+                        fields=["agent_id", "session_id", "timestamp"],
                         name="idx_main_session_time",
                     ),
                     models.Index(

@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 from tqdm import tqdm
 
 from memory import embeddings
 from memory.evaluation import CachedEmbedder, Report, evaluate, load_conversations
+from memory.management.tempdb import use_temporary_database
 from memory.search import FUSIONS, MODES
 from memory.vectors import embed_pending
 
@@ -40,17 +40,10 @@ class Command(BaseCommand):
             if not (folder / name).is_file():
                 raise CommandError(f"{folder / name} does not exist")
         with tempfile.TemporaryDirectory(prefix="orca-eval-") as tmp:
-            self._use_database(Path(tmp) / "eval.db")
+            use_temporary_database(Path(tmp) / "eval.db")
             report = self._run(folder, options)
             connections["default"].close()
         self._print(report, options["json"])
-
-    def _use_database(self, path: Path) -> None:
-        # This process only ever talks to the temporary database.
-        connection = connections["default"]
-        connection.close()
-        connection.settings_dict["NAME"] = path
-        call_command("migrate", verbosity=0, interactive=False)
 
     def _run(self, folder: Path, options: dict[str, Any]) -> Report:
         loaded = load_conversations(folder / "conversations.jsonl")

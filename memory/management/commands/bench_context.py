@@ -1,0 +1,162 @@
+"""`make bench`: context_build latency in a large store, in a temporary database.
+
+The store: 100,000 messages (50 sessions of 2,000), 10 summaries per session and 10,000
+long-term memories, all embedded, for one agent. Each run asks for the context of one
+session with a new query. The query's embedding is excluded, as a remote call would be: the
+benchmark's embedder returns random unit vectors at no cost.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from django.core.management.base import BaseCommand, CommandParser
+from django.db import connections, transaction
+from tqdm import tqdm
+
+from memory.context import context_build
+from memory.embeddings import Signature
+from memory.management.tempdb import use_temporary_database
+from memory.models import LongTermMemory, MainMessage, MemoryType, ShortTermMemory
+from memory.tokens import estimate_tokens
+from memory.vectors import embed_pending, query_vector
+
+AGENT = "bench-agent"
+WORDS = [
+    "tea",
+    "coffee",
+    "deploy",
+    "server",
+    "friday",
+    "meeting",
+    "budget",
+    "project",
+    "release",
+    "database",
+    "index",
+    "vector",
+    "query",
+    "travel",
+    "family",
+    "music",
+    "hiking",
+    "painting",
+    "记忆",
+    "偏好",
+    "项目",
+    "部署",
+    "会议",
+    "预算",
+    "周末",
+    "咖啡",
+    "绿茶",
+    "旅行",
+]
+
+
+class FakeEmbedder:
+    """A stand-in provider for the benchmark: random unit vectors, computed at no cost."""
+
+    def __init__(self, dimension: int) -> None:
+        self.signature = Signature("bench", "random", dimension)
+        self._rng = np.random.default_rng(1)
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        vectors = self._rng.standard_normal((len(texts), self.signature.dimension))
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        return vectors.tolist()
+
+
+def _sentence(rng: random.Random, words: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(words))
+
+
+class Command(BaseCommand):
+    help = "Measure context_build p50/p95 in a large synthetic store (temporary database)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--sessions", type=int, default=50)
+        parser.add_argument("--messages-per-session", type=int, default=2000)
+        parser.add_argument("--memories", type=int, default=10_000)
+        parser.add_argument("--dims", type=int, nargs="+", default=[1024, 384])
+        parser.add_argument("--runs", type=int, default=200)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        self.stdout.write("| messages | memories | dims | context_build p50 ms | p95 ms | runs |")
+        self.stdout.write("|---|---|---|---|---|---|")
+        for dimension in options["dims"]:
+            with tempfile.TemporaryDirectory(prefix="orca-bench-") as folder:
+                use_temporary_database(Path(folder) / "bench.db")
+                embedder = FakeEmbedder(dimension)
+                self._fill(options, embedder)
+                timings = self._measure(options, embedder)
+                connections["default"].close()
+            p95 = sorted(timings)[int(0.95 * (len(timings) - 1))]
+            total = options["sessions"] * options["messages_per_session"]
+            self.stdout.write(
+                f"| {total:,} | {options['memories']:,} | {dimension} | "
+                f"{statistics.median(timings) * 1000:.2f} | {p95 * 1000:.2f} | {len(timings)} |"
+            )
+
+    def _fill(self, options: dict[str, Any], embedder: FakeEmbedder) -> None:
+        rng = random.Random(7)
+        per_session = options["messages_per_session"]
+        for s in tqdm(range(options["sessions"]), desc="sessions", file=self.stderr._out):
+            session = f"session-{s}"
+            rows = []
+            for i in range(per_session):
+                text = _sentence(rng, rng.randint(5, 40))
+                rows.append(
+                    MainMessage(
+                        agent_id=AGENT,
+                        session_id=session,
+                        role="user" if i % 2 == 0 else "assistant",
+                        content=text,
+                        token_count=estimate_tokens(text),
+                    )
+                )
+            with transaction.atomic():
+                MainMessage.objects.bulk_create(rows, batch_size=1000)
+                ShortTermMemory.objects.bulk_create(
+                    ShortTermMemory(agent_id=AGENT, session_id=session, content=_sentence(rng, 12))
+                    for _ in range(10)
+                )
+        LongTermMemory.objects.bulk_create(
+            (
+                LongTermMemory(
+                    agent_id=AGENT,
+                    content=_sentence(rng, 10),
+                    memory_type=rng.choice(MemoryType.values),
+                    access_count=rng.randint(0, 50),
+                )
+                for _ in range(options["memories"])
+            ),
+            batch_size=1000,
+        )
+        with tqdm(desc="embedding", unit="row", file=self.stderr._out) as bar:
+            embed_pending(embedder=embedder, batch_size=500, progress=bar.update)
+
+    def _measure(self, options: dict[str, Any], embedder: FakeEmbedder) -> list[float]:
+        rng = random.Random(11)
+        timings = []
+        for run in range(options["runs"]):
+            query = f"{_sentence(rng, 6)} #{run}"  # new each time: no cache hit
+            query_vector(embedder, query)  # the embedding call is excluded from the figure
+            session = f"session-{rng.randrange(options['sessions'])}"
+            start = time.perf_counter()
+            context_build(
+                agent_id=AGENT,
+                session_id=session,
+                query=query,
+                model_window=8192,
+                embedder=embedder,
+            )
+            timings.append(time.perf_counter() - start)
+        return timings
