@@ -9,10 +9,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, Max, Min, QuerySet
 
-from memory import index, tasks
+from memory import index, jsonl, tasks
 from memory.models import MainMessage, MessageType, Role, ShortTermMemory
 from memory.tokens import estimate_tokens
 from memory.validation import InvalidInput, check_content, check_identifier, check_metadata
@@ -27,10 +28,13 @@ def message_add(
     msg_type: str = MessageType.NORMAL,
     metadata: dict[str, Any] | None = None,
     timestamp: datetime | None = None,
+    import_fingerprint: str | None = None,
+    summarize: bool = True,
 ) -> MainMessage:
     """Store one message with its token count; it waits for its embedding (has_embedding).
 
-    `timestamp` is for messages recorded earlier (imports); by default the database's now.
+    `timestamp`, `import_fingerprint` and `summarize=False` are for messages recorded
+    earlier (migrate_jsonl): an import is embedded, but its past turns are not summarized.
     """
     check_identifier("session_id", session_id)
     check_content("content", content)
@@ -49,12 +53,15 @@ def message_add(
         msg_type=msg_type,
         metadata=metadata,
         token_count=estimate_tokens(content),
+        import_fingerprint=import_fingerprint,
         **({"timestamp": timestamp} if timestamp is not None else {}),
     )
+    if settings.ORCA.jsonl_backup:
+        transaction.on_commit(lambda: jsonl.backup_append(message), robust=True)
     # After the commit, so the worker finds the row; background work never fails the write.
     if message.needs_embedding:
         transaction.on_commit(tasks.schedule_embedding, robust=True)
-    if message.role == Role.ASSISTANT:
+    if summarize and message.role == Role.ASSISTANT:
         transaction.on_commit(lambda: tasks.summarize_turn_task.enqueue(message.pk), robust=True)
     return message
 

@@ -70,6 +70,8 @@ class MainMessage(models.Model):
     has_embedding = models.BooleanField(db_default=False)
     timestamp = models.DateTimeField(db_default=Now())
     metadata = models.JSONField(null=True, blank=True)
+    # Set by migrate_jsonl: identifies the imported line, so importing twice adds nothing.
+    import_fingerprint = models.TextField(null=True, blank=True, editable=False)
 
     objects = MainMessageQuerySet.as_manager()
 
@@ -80,6 +82,11 @@ class MainMessage(models.Model):
             _one_of("msg_type", MessageType, "main_messages_msg_type_valid"),
             models.CheckConstraint(
                 condition=models.Q(token_count__gte=0), name="main_messages_token_count_nonnegative"
+            ),
+            models.UniqueConstraint(
+                fields=["import_fingerprint"],
+                condition=models.Q(import_fingerprint__isnull=False),
+                name="main_messages_import_fingerprint_unique",
             ),
         ]
         indexes = [

@@ -31,6 +31,7 @@ class Config:
     embedding_batch_size: int
     max_content_bytes: int
     long_term_cap: int
+    jsonl_backup: bool
     # The key authenticates every SiliconFlow call: keep it out of repr(), logs and pages.
     siliconflow_api_key: str | None = field(repr=False)
     siliconflow_base_url: str
@@ -59,6 +60,14 @@ def _provider(value: str) -> str:
     if value not in EMBEDDING_PROVIDERS:
         raise ValueError(f"choose one of {', '.join(EMBEDDING_PROVIDERS)}")
     return value
+
+
+def _flag(value: str) -> bool:
+    if value.lower() in ("1", "true", "yes", "on"):
+        return True
+    if value.lower() in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("use true or false")
 
 
 def _text(value: str) -> str:
@@ -92,6 +101,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("orca", "embedding_batch_size", _positive_int, 5),
     Setting("orca", "max_content_bytes", _positive_int, 1024 * 1024),
     Setting("orca", "long_term_cap", _positive_int, 10_000),
+    Setting("orca", "jsonl_backup", _flag, False),
     Setting("siliconflow", "api_key", _text, None),
     Setting("siliconflow", "base_url", _text, "https://api.siliconflow.cn/v1"),
     Setting("siliconflow", "embedding_model", _text, "Pro/BAAI/bge-m3"),
@@ -143,6 +153,8 @@ def _read_file(path: Path) -> dict[str, dict[str, Any]]:
 def _parse(setting: Setting, raw: Any, where: str) -> Any:
     # TOML gives typed values; the environment gives strings. Parse both from text so a
     # setting means the same wherever it comes from.
+    if isinstance(raw, bool) and setting.parse is _flag:
+        return raw
     if isinstance(raw, bool) or not isinstance(raw, str | int):
         raise ConfigError(f"{where}: expected a string or a number, got {type(raw).__name__}")
     try:

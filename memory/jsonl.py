@@ -1,0 +1,279 @@
+"""JSONL compatibility with the old store (one file per session): import, export, backup.
+
+Import reads three line shapes:
+- orca's own: {"role", "content", "timestamp"?, "type"?, "metadata"?, "session_id"?};
+- OpenAI chat messages: content as a string or a list of parts, `tool_calls`,
+  `tool_call_id` and `name` kept in metadata;
+- a line wrapping the message: {"message": {...}, "timestamp"?, "session_id"?, ...}.
+A file's session is its name without ".jsonl", unless a line names one. Every imported line
+gets a fingerprint, so importing the same file again adds nothing, and a file is imported in
+one transaction, so a crash leaves it to be imported whole next time.
+
+Export writes orca's shape, one file per session, which imports back into the same rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils.dateparse import parse_datetime
+
+from memory import messages
+from memory.models import MainMessage, MessageType, Role
+from memory.validation import InvalidInput, check_identifier
+
+
+class LineError(ValueError):
+    """Why one line cannot be imported; reported with its file and line number."""
+
+
+@dataclass(frozen=True)
+class Parsed:
+    session_id: str
+    role: str
+    content: str
+    msg_type: str
+    metadata: dict[str, Any] | None
+    timestamp: datetime | None
+
+    def key(self, agent_id: str) -> str:
+        """What makes two lines the same message."""
+        return json.dumps(
+            [
+                agent_id,
+                self.session_id,
+                self.role,
+                self.content,
+                self.msg_type,
+                self.metadata,
+                self.timestamp.isoformat() if self.timestamp else None,
+            ],
+            sort_keys=True,
+            ensure_ascii=False,
+        )
+
+
+@dataclass
+class FileReport:
+    path: Path
+    imported: int = 0
+    skipped: int = 0
+    errors: list[tuple[int, str]] = field(default_factory=list)
+
+
+def _timestamp(value: Any) -> datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return datetime.fromtimestamp(value, tz=UTC)
+    parsed = parse_datetime(value) if isinstance(value, str) else None
+    if parsed is None:
+        raise LineError(f"invalid timestamp {value!r}")
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _text_of_parts(parts: list[Any], metadata: dict[str, Any]) -> str:
+    """OpenAI content parts: the text parts joined; others noted by type."""
+    texts, others = [], []
+    for part in parts:
+        if isinstance(part, str):
+            texts.append(part)
+        elif isinstance(part, dict) and part.get("type") in ("text", "input_text"):
+            texts.append(str(part.get("text", "")))
+        elif isinstance(part, dict):
+            others.append(str(part.get("type", "unknown")))
+            texts.append(f"[{part.get('type', 'part')}]")
+        else:
+            raise LineError("content parts must be objects or strings")
+    if others:
+        metadata["content_parts"] = others
+    return "\n".join(t for t in texts if t)
+
+
+def _tool_calls_text(calls: Any) -> str:
+    """A readable, searchable stand-in for an assistant message that only calls tools."""
+    names = []
+    for call in calls if isinstance(calls, list) else []:
+        function = call.get("function", {}) if isinstance(call, dict) else {}
+        names.append(f"{function.get('name', '?')}({function.get('arguments', '')})")
+    return "[tool call] " + "; ".join(names) if names else ""
+
+
+def parse_line(raw: bytes, *, default_session: str) -> Parsed:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise LineError(f"not valid UTF-8 ({exc.reason} at byte {exc.start})") from exc
+    try:
+        line = json.loads(text)
+    except ValueError as exc:
+        raise LineError(f"malformed JSON ({exc})") from exc
+    if not isinstance(line, dict):
+        raise LineError("a line must be a JSON object")
+    message = line.get("message") if isinstance(line.get("message"), dict) else line
+    metadata = message.get("metadata", line.get("metadata"))
+    if metadata is not None and not isinstance(metadata, dict):
+        raise LineError("metadata must be a JSON object")
+    metadata = dict(metadata or {})
+    for key in ("tool_calls", "tool_call_id", "name"):
+        if key in message:
+            metadata[key] = message[key]
+
+    role = message.get("role")
+    if role not in Role.values:
+        raise LineError(f"unknown role {role!r} (expected {', '.join(Role.values)})")
+    content = message.get("content")
+    if isinstance(content, list):
+        content = _text_of_parts(content, metadata)
+    elif content is None and "tool_calls" in message:
+        content = _tool_calls_text(message["tool_calls"])
+    if not isinstance(content, str):
+        raise LineError(f"content must be text, got {type(content).__name__}")
+    if not content.strip():
+        raise LineError("empty content")
+    # A wrapper's own "type" ("message", "user"...) says what the line is, not the message.
+    msg_type = message.get("type", MessageType.NORMAL) if message is line else MessageType.NORMAL
+    if msg_type not in MessageType.values:
+        raise LineError(f"unknown type {msg_type!r} (expected {', '.join(MessageType.values)})")
+    session_id = line.get("session_id") or line.get("sessionId") or default_session
+    try:
+        check_identifier("session_id", session_id)
+    except InvalidInput as exc:
+        raise LineError(str(exc)) from exc
+    return Parsed(
+        session_id=session_id,
+        role=role,
+        content=content,
+        msg_type=msg_type,
+        metadata=metadata or None,
+        timestamp=_timestamp(message.get("timestamp", line.get("timestamp"))),
+    )
+
+
+def jsonl_files(paths: list[Path]) -> Iterator[Path]:
+    """The files given, and the *.jsonl files of the folders given, in name order."""
+    for path in paths:
+        if path.is_dir():
+            yield from sorted(path.rglob("*.jsonl"))
+        else:
+            yield path
+
+
+def import_file(path: Path, *, agent_id: str, dry_run: bool = False) -> FileReport:
+    report = FileReport(path)
+    parsed: list[tuple[int, Parsed, str]] = []
+    seen: Counter[str] = Counter()
+    previous_time: datetime | None = None
+    with path.open("rb") as f:
+        for number, raw in enumerate(f, 1):
+            if not raw.strip():
+                continue
+            try:
+                line = parse_line(raw.rstrip(b"\r\n"), default_session=path.stem)
+            except LineError as exc:
+                report.errors.append((number, str(exc)))
+                continue
+            if line.timestamp is None:
+                # Keep the file's order: a line without a time takes the one before it.
+                line = replace(line, timestamp=previous_time)
+            previous_time = line.timestamp
+            key = line.key(agent_id)
+            # Two identical lines in one file are two messages: the occurrence tells them apart.
+            seen[key] += 1
+            fingerprint = hashlib.sha256(f"{key}\0{seen[key]}".encode()).hexdigest()
+            parsed.append((number, line, fingerprint))
+    known = set(
+        MainMessage.objects.filter(import_fingerprint__in=[fp for _, _, fp in parsed]).values_list(
+            "import_fingerprint", flat=True
+        )
+    )
+    with transaction.atomic():
+        for number, line, fingerprint in parsed:
+            if fingerprint in known:
+                report.skipped += 1
+                continue
+            if not dry_run:
+                try:
+                    messages.message_add(
+                        agent_id=agent_id,
+                        session_id=line.session_id,
+                        role=line.role,
+                        content=line.content,
+                        msg_type=line.msg_type,
+                        metadata=line.metadata,
+                        timestamp=line.timestamp,
+                        import_fingerprint=fingerprint,
+                        summarize=False,
+                    )
+                except InvalidInput as exc:
+                    report.errors.append((number, str(exc)))
+                    continue
+            known.add(fingerprint)
+            report.imported += 1
+    return report
+
+
+def message_line(message: MainMessage) -> dict[str, Any]:
+    """A message in orca's JSONL shape (the first import shape)."""
+    line: dict[str, Any] = {
+        "session_id": message.session_id,
+        "role": message.role,
+        "content": message.content,
+        "timestamp": message.timestamp.isoformat(),
+        "type": message.msg_type,
+    }
+    if message.metadata is not None:
+        line["metadata"] = message.metadata
+    return line
+
+
+def export_sessions(
+    folder: Path, *, agent_id: str | None = None, session_id: str | None = None
+) -> list[Path]:
+    """One file per session, `folder/<agent>/<session>.jsonl`, oldest message first."""
+    rows = MainMessage.objects.all()
+    if agent_id is not None:
+        rows = rows.filter(agent_id=agent_id)
+    if session_id is not None:
+        rows = rows.filter(session_id=session_id)
+    written: dict[Path, Any] = {}
+    try:
+        for message in rows.order_by("agent_id", "session_id", "timestamp", "id").iterator():
+            path = folder / message.agent_id / f"{message.session_id}.jsonl"
+            if path not in written:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                written[path] = path.open("w", encoding="utf-8")
+            written[path].write(json.dumps(message_line(message), ensure_ascii=False) + "\n")
+    finally:
+        for f in written.values():
+            f.close()
+    return list(written)
+
+
+def backup_path(agent_id: str, session_id: str) -> Path:
+    return settings.ORCA.data_dir / "jsonl" / agent_id / f"{session_id}.jsonl"
+
+
+def backup_append(message: MainMessage) -> None:
+    """Append the message to its session's backup file (ORCA_JSONL_BACKUP).
+
+    One write per line in append mode, so concurrent workers never interleave lines.
+    """
+    path = backup_path(message.agent_id, message.session_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = (json.dumps(message_line(message), ensure_ascii=False) + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
