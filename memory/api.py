@@ -7,10 +7,12 @@ Every endpoint but health sees only the data of the agent its API key belongs to
 # No `from __future__ import annotations` here: django-ninja builds its schemas from the
 # annotations, and @paginate's wrapper cannot resolve postponed ones (pydantic then fails on
 # the first request with "QueryParams is not fully defined").
+import logging
 from datetime import datetime
 from typing import Any, Literal
 
 from django.conf import settings
+from django.db import OperationalError
 from django.http import Http404, HttpRequest
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -18,6 +20,7 @@ from ninja import Field, Query, Router, Schema, Status
 from ninja.pagination import paginate
 from pydantic import field_validator
 
+from memory import jsonl
 from memory.context import context_build
 from memory.health import service_health
 from memory.memories import (
@@ -40,6 +43,7 @@ from memory.search import MAX_K, search
 from memory.tasks import consolidate_session_task
 from memory.validation import check_identifier, check_metadata, check_text
 
+logger = logging.getLogger(__name__)
 router = Router()
 
 
@@ -272,10 +276,38 @@ def health(request: HttpRequest) -> Status[dict[str, object]]:
 # --- sessions and messages -----------------------------------------------------------------
 
 
-@router.post("/sessions/{session_id}/messages", response={201: MessageOut}, tags=["messages"])
+class KeptInJsonlOut(Schema):
+    detail: str
+    stored_in: Literal["jsonl"]
+
+
+@router.post(
+    "/sessions/{session_id}/messages",
+    response={201: MessageOut, 202: KeptInJsonlOut},
+    tags=["messages"],
+)
 def post_message(request: HttpRequest, session_id: str, payload: MessageIn) -> Status[Any]:
-    """Store one message of a conversation; the session starts with its first message."""
-    message = message_add(agent_id=request.auth, session_id=session_id, **payload.dict())
+    """Store one message of a conversation; the session starts with its first message.
+
+    202 when the database is unavailable and the JSONL backup is on: the message is kept in
+    `<data_dir>/jsonl/` and `manage.py migrate_jsonl` brings it in later.
+    """
+    fields = payload.dict()
+    try:
+        message = message_add(agent_id=request.auth, session_id=session_id, **fields)
+    except OperationalError:  # cannot open, or locked beyond the busy timeout
+        if not settings.ORCA.jsonl_backup:
+            raise
+        path = jsonl.fallback_append(agent_id=request.auth, session_id=session_id, **fields)
+        logger.error("DATABASE UNAVAILABLE: message kept in %s for migrate_jsonl", path)
+        return Status(
+            202,
+            {
+                "detail": "the database is unavailable; the message was kept in the JSONL "
+                "backup and will be imported once it is back",
+                "stored_in": "jsonl",
+            },
+        )
     return Status(201, message)
 
 

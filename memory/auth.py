@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import hashlib
+import json
+import logging
+import os
 import secrets
 from datetime import timedelta
+from pathlib import Path
 
+from django.conf import settings
+from django.db import OperationalError, transaction
 from django.http import HttpRequest
 from django.utils import timezone
 from ninja.security import HttpBearer
 
 from memory.models import ApiKey
 from memory.validation import check_identifier
+
+logger = logging.getLogger(__name__)
 
 KEY_PREFIX = "orca_"
 # Recording every use would make each read a write; once a minute is enough to see activity.
@@ -23,6 +31,22 @@ def _hash(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
+def mirror_path() -> Path:
+    return settings.ORCA.data_dir / "api_keys.json"
+
+
+def _write_mirror() -> None:
+    """The active keys' hashes in a file (mode 0600), to authenticate while the database is
+    unavailable and messages go to the JSONL fallback. Only hashes, never keys."""
+    active = {row.key_hash: row.agent_id for row in ApiKey.objects.active()}
+    path = mirror_path()
+    temporary = path.with_suffix(".tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(active, f)
+    temporary.replace(path)
+
+
 def api_key_create(*, agent_id: str, name: str = "") -> tuple[ApiKey, str]:
     """A new key for the agent; returns the row and the key, which is not stored anywhere."""
     check_identifier("agent_id", agent_id)
@@ -30,6 +54,7 @@ def api_key_create(*, agent_id: str, name: str = "") -> tuple[ApiKey, str]:
     row = ApiKey.objects.create(
         agent_id=agent_id, name=name, prefix=key[: len(KEY_PREFIX) + 6], key_hash=_hash(key)
     )
+    transaction.on_commit(_write_mirror)
     return row, key
 
 
@@ -37,11 +62,23 @@ def api_key_revoke(row: ApiKey) -> None:
     if row.revoked_at is None:
         row.revoked_at = timezone.now()
         row.save(update_fields=["revoked_at"])
+        transaction.on_commit(_write_mirror)
+
+
+def _agent_from_mirror(key: str) -> str | None:
+    try:
+        return json.loads(mirror_path().read_text()).get(_hash(key))
+    except (OSError, ValueError):
+        return None
 
 
 def agent_for_key(key: str) -> str | None:
     """The agent a valid, unrevoked key belongs to, else None."""
-    row = ApiKey.objects.active().filter(key_hash=_hash(key)).first()
+    try:
+        row = ApiKey.objects.active().filter(key_hash=_hash(key)).first()
+    except OperationalError:
+        logger.error("The database is unavailable: checking the API key against %s", mirror_path())
+        return _agent_from_mirror(key)
     if row is None:
         return None
     now = timezone.now()

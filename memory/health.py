@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from django.conf import settings
 from django.db import DatabaseError, connection
 
 from memory import embeddings, index, vectors
@@ -52,9 +53,14 @@ def service_health() -> Health:
         vectors = index.vector_status()
         embedding = _embedding_report()
     except DatabaseError as exc:
+        fallback = (
+            "messages are kept in the JSONL backup for migrate_jsonl"
+            if settings.ORCA.jsonl_backup
+            else "messages are refused"
+        )
         return Health(
             status="error",
-            database={"ok": False, "error": str(exc)},
+            database={"ok": False, "error": f"{exc}; {fallback}"},
             vector_search={"enabled": False, "reason": "the database is unavailable"},
             embedding={"provider": embeddings.provider_name(), "pending": None},
         )

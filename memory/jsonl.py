@@ -71,6 +71,29 @@ class FileReport:
     errors: list[tuple[int, str]] = field(default_factory=list)
 
 
+def _fingerprint(key: str, occurrence: int) -> str:
+    return hashlib.sha256(f"{key}\0{occurrence}".encode()).hexdigest()
+
+
+def backup_fingerprint(
+    *,
+    agent_id: str,
+    session_id: str,
+    role: str,
+    content: str,
+    msg_type: str,
+    metadata: dict[str, Any] | None,
+    timestamp: datetime,
+) -> str:
+    """The fingerprint the message's backup line will have when imported.
+
+    A message stored while the backup is on carries it, so importing the backup files after
+    an outage brings in only what the database missed.
+    """
+    parsed = Parsed(session_id, role, content, msg_type, metadata or None, timestamp)
+    return _fingerprint(parsed.key(agent_id), 1)
+
+
 def _timestamp(value: Any) -> datetime | None:
     if value is None:
         return None
@@ -190,8 +213,7 @@ def import_file(path: Path, *, agent_id: str, dry_run: bool = False) -> FileRepo
             key = line.key(agent_id)
             # Two identical lines in one file are two messages: the occurrence tells them apart.
             seen[key] += 1
-            fingerprint = hashlib.sha256(f"{key}\0{seen[key]}".encode()).hexdigest()
-            parsed.append((number, line, fingerprint))
+            parsed.append((number, line, _fingerprint(key, seen[key])))
     known = set(
         MainMessage.objects.filter(import_fingerprint__in=[fp for _, _, fp in parsed]).values_list(
             "import_fingerprint", flat=True
@@ -264,16 +286,41 @@ def backup_path(agent_id: str, session_id: str) -> Path:
     return settings.ORCA.data_dir / "jsonl" / agent_id / f"{session_id}.jsonl"
 
 
-def backup_append(message: MainMessage) -> None:
-    """Append the message to its session's backup file (ORCA_JSONL_BACKUP).
-
-    One write per line in append mode, so concurrent workers never interleave lines.
-    """
-    path = backup_path(message.agent_id, message.session_id)
+def _append(agent_id: str, line: dict[str, Any]) -> Path:
+    # One write per line in append mode, so concurrent workers never interleave lines.
+    path = backup_path(agent_id, line["session_id"])
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = (json.dumps(message_line(message), ensure_ascii=False) + "\n").encode()
+    data = (json.dumps(line, ensure_ascii=False) + "\n").encode()
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         os.write(fd, data)
     finally:
         os.close(fd)
+    return path
+
+
+def backup_append(message: MainMessage) -> None:
+    """Append a stored message to its session's backup file (ORCA_JSONL_BACKUP)."""
+    _append(message.agent_id, message_line(message))
+
+
+def fallback_append(
+    *,
+    agent_id: str,
+    session_id: str,
+    role: str,
+    content: str,
+    msg_type: str,
+    metadata: dict[str, Any] | None,
+) -> Path:
+    """Keep a message the database could not take, for `migrate_jsonl` to bring in later."""
+    line: dict[str, Any] = {
+        "session_id": session_id,
+        "role": role,
+        "content": content,
+        "timestamp": datetime.now(tz=UTC).isoformat(),
+        "type": msg_type,
+    }
+    if metadata is not None:
+        line["metadata"] = metadata
+    return _append(agent_id, line)

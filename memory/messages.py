@@ -12,6 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, Max, Min, QuerySet
+from django.utils import timezone
 
 from memory import index, jsonl, tasks
 from memory.models import MainMessage, MessageType, Role, ShortTermMemory
@@ -45,6 +46,17 @@ def message_add(
     if metadata is not None and not isinstance(metadata, dict):
         raise InvalidInput("metadata must be a JSON object")
     check_metadata(metadata)
+    if settings.ORCA.jsonl_backup and import_fingerprint is None:
+        timestamp = timestamp or timezone.now()
+        import_fingerprint = jsonl.backup_fingerprint(
+            agent_id=agent_id,
+            session_id=session_id,
+            role=role,
+            content=content,
+            msg_type=msg_type,
+            metadata=metadata,
+            timestamp=timestamp,
+        )
     message = MainMessage.objects.create(
         agent_id=agent_id,
         session_id=session_id,

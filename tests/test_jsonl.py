@@ -5,6 +5,9 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import os
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -225,9 +228,9 @@ def test_export_then_import_into_an_empty_database_gives_the_same_rows(tmp_path)
 
 
 def test_the_backup_appends_every_stored_message_and_imports_back(
-    settings, django_capture_on_commit_callbacks
+    settings, django_capture_on_commit_callbacks, tmp_path
 ):
-    settings.ORCA = dataclasses.replace(settings.ORCA, jsonl_backup=True)
+    settings.ORCA = dataclasses.replace(settings.ORCA, jsonl_backup=True, data_dir=tmp_path)
     with django_capture_on_commit_callbacks(execute=True):
         message_add(agent_id="a1", session_id="s1", role="user", content="keep me safe")
         message_add(agent_id="a1", session_id="s1", role="user", content="me too")
@@ -245,3 +248,82 @@ def test_the_example_file_imports_cleanly():
     assert "imported 6, skipped 0 (already imported), errors 0" in migrate(
         str(ROOT / "examples" / "jsonl")
     )
+
+
+def test_reimporting_the_backup_brings_in_only_what_the_database_missed(
+    settings, django_capture_on_commit_callbacks, tmp_path
+):
+    settings.ORCA = dataclasses.replace(settings.ORCA, jsonl_backup=True, data_dir=tmp_path)
+    with django_capture_on_commit_callbacks(execute=True):
+        message_add(
+            agent_id="a1",
+            session_id="s1",
+            role="user",
+            content="stored normally",
+            metadata={"k": 1},
+        )
+        message_add(agent_id="a1", session_id="s1", role="assistant", content="this one too")
+    jsonl.fallback_append(
+        agent_id="a1",
+        session_id="s1",
+        role="user",
+        content="kept during an outage",
+        msg_type="normal",
+        metadata=None,
+    )
+
+    output = migrate(str(jsonl.backup_path("a1", "s1")), "--agent", "a1")
+
+    assert "imported 1, skipped 2" in output
+    assert [r[3] for r in rows()] == ["stored normally", "this one too", "kept during an outage"]
+
+
+def test_without_a_database_messages_go_to_jsonl_and_come_back_later(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    env.update(ORCA_HOME=str(tmp_path), ORCA_DB_PATH=str(tmp_path / "good.db"))
+
+    def manage(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=ROOT,
+            env={**env, **extra},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    assert manage("migrate", "--no-input").returncode == 0
+    key = manage("create_api_key", "--agent", "a1").stdout.strip().splitlines()[-1]
+    (tmp_path / "broken.db").mkdir()  # a directory: SQLite cannot open it
+    post = (
+        "import json; from django.test import Client; "
+        f"r = Client(SERVER_NAME='localhost').post('/api/v1/sessions/s1/messages', "
+        "data={'role': 'user', 'content': '断网时的消息'}, content_type='application/json', "
+        f"headers={{'Authorization': 'Bearer {key}'}}); print(json.dumps([r.status_code, r.json()]))"
+    )
+    outage = manage(
+        "shell", "-c", post, ORCA_DB_PATH=str(tmp_path / "broken.db"), ORCA_JSONL_BACKUP="1"
+    )
+
+    status, body = json.loads(outage.stdout.strip().splitlines()[-1])
+    assert (status, body["stored_in"]) == (202, "jsonl")
+    assert "DATABASE UNAVAILABLE" in outage.stderr
+    started = subprocess.run(
+        [sys.executable, "-c", "import orca_memory.wsgi"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**env, "ORCA_DB_PATH": str(tmp_path / "broken.db"), "ORCA_JSONL_BACKUP": "1"},
+        timeout=60,
+    )
+    assert "THE DATABASE" in started.stderr and "CANNOT BE OPENED" in started.stderr  # at start-up
+    assert "messages are kept in" in started.stderr
+    refused = manage("shell", "-c", post, ORCA_DB_PATH=str(tmp_path / "broken.db"))
+    assert json.loads(refused.stdout.strip().splitlines()[-1])[0] == 500  # no backup: refused
+
+    back = manage("migrate_jsonl", str(tmp_path / "data" / "jsonl" / "a1"), "--agent", "a1")
+    assert "imported 1" in back.stdout, back.stderr
+    count = manage(
+        "shell", "-c", "from memory.models import MainMessage as M; print(M.objects.get().content)"
+    )
+    assert count.stdout.strip().splitlines()[-1] == "断网时的消息"
