@@ -1,0 +1,120 @@
+"""The embedding provider misbehaving, then recovering (a stub server on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from memory import embeddings, index, vectors
+from memory.embeddings import EmbeddingError, HttpEmbedder
+from memory.health import service_health
+from memory.messages import message_add
+from memory.models import MainMessage
+
+pytestmark = pytest.mark.django_db
+
+DIM = 8
+
+
+class StubProvider(BaseHTTPRequestHandler):
+    """An OpenAI-compatible /embeddings endpoint that behaves as `script` says, in order:
+    "ok", "slow", "429", "500", "garbage", "wrong-dims"; then "ok" once the script is done."""
+
+    script: list[str] = []
+    calls: list[str] = []
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        mode = self.script.pop(0) if self.script else "ok"
+        self.calls.append(mode)
+        if mode == "slow":
+            time.sleep(0.5)  # beyond the client's timeout
+        if mode in ("429", "500"):
+            return self._send(int(mode), b'{"error": "try later"}')
+        if mode == "garbage":
+            return self._send(200, b"<html>oops</html>")
+        size = DIM - 1 if mode == "wrong-dims" else DIM
+        data = [
+            {"index": i, "embedding": [1.0 / (i + 1)] + [0.5] * (size - 1)}
+            for i, _ in enumerate(body["input"])
+        ]
+        self._send(200, json.dumps({"data": data}).encode())
+
+    def _send(self, status: int, payload: bytes) -> None:
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(payload)
+        except BrokenPipeError:
+            pass  # the client timed out and left
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def provider(monkeypatch) -> Iterator[type[StubProvider]]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), StubProvider)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    StubProvider.script, StubProvider.calls = [], []
+    client = HttpEmbedder(
+        provider="siliconflow",
+        base_url=f"http://127.0.0.1:{server.server_port}/v1",
+        api_key="sk-stub",
+        model="Pro/BAAI/bge-m3",
+        dimension=DIM,
+        attempts=2,
+        backoff_seconds=0,
+        timeout_seconds=0.2,
+    )
+    monkeypatch.setattr(embeddings, "configured_embedder", lambda: client)
+    yield StubProvider
+    server.shutdown()
+
+
+def stored(n: int) -> list[MainMessage]:
+    return [
+        message_add(
+            agent_id="a1", session_id="s1", role="user", content=f"message number {i} to embed"
+        )
+        for i in range(n)
+    ]
+
+
+@pytest.mark.parametrize(
+    "outage",
+    [["slow", "slow"], ["429", "429"], ["500", "500"], ["garbage"], ["wrong-dims"]],
+)
+def test_an_outage_loses_nothing_shows_in_health_and_drains_after(provider, outage):
+    messages = stored(4)
+    provider.script = list(outage)
+
+    with pytest.raises(EmbeddingError):
+        vectors.embed_pending(batch_size=2)
+
+    assert MainMessage.objects.count() == 4
+    assert MainMessage.objects.awaiting_embedding().count() == 4
+    health = service_health()
+    assert health.status == "degraded" and health.embedding["failing"] is True
+    assert health.embedding["last_error"]
+    assert "sk-stub" not in json.dumps(health.as_dict(), default=str)
+
+    assert vectors.embed_pending(batch_size=2) == 4  # the provider is back
+    assert service_health().status == "ok"
+    probe = [1.0] + [0.5] * (DIM - 1)
+    hits = index.knn(index.MESSAGE_VECTORS, agent_id="a1", embedding=probe, k=100)
+    assert sorted(hit.id for hit in hits) == [m.pk for m in messages]  # one vector each
+
+
+def test_a_transient_error_is_retried_within_the_run(provider):
+    stored(2)
+    provider.script = ["429"]
+    assert vectors.embed_pending(batch_size=2) == 2
+    assert provider.calls == ["429", "ok"]
