@@ -7,7 +7,7 @@ LOCAL_STAMP := $(VENV)/.installed-local
 UV_VERSION := 0.13.8
 BIND := 127.0.0.1:8000
 
-.PHONY: install install-local run test lint bench eval clean
+.PHONY: install install-local browser run test lint bench loadtest eval clean
 
 install: $(STAMP)
 
@@ -28,11 +28,12 @@ $(LOCAL_STAMP): $(STAMP) requirements-local.txt
 run: install
 	$(BIN)/python manage.py migrate --no-input
 	$(BIN)/python manage.py collectstatic --no-input --verbosity 0
+	$(BIN)/python manage.py ensure_admin
 	@echo ""
 	@echo "orca-memory is starting on http://$(BIND)/"
 	@echo "  health:   http://$(BIND)/api/v1/health"
 	@echo "  API docs: http://$(BIND)/api/v1/docs"
-	@echo "  admin:    http://$(BIND)/admin/  (create a login: $(BIN)/python manage.py createsuperuser)"
+	@echo "  dashboard: http://$(BIND)/   admin: http://$(BIND)/admin/"
 	@echo "  API key:  $(BIN)/python manage.py create_api_key --agent NAME"
 	@echo "  semantic search: set SILICONFLOW_API_KEY, or run 'make install-local' for an offline model"
 	@echo ""
@@ -42,12 +43,20 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: lint install-local
+# The browser tests drive Debian's Chromium (Playwright's own download needs network access).
+browser:
+	test -x /usr/bin/chromium || (apt-get update && apt-get install -y chromium)
+
+test: lint install-local browser
 	$(BIN)/python -m pytest
 
 bench: install
 	$(BIN)/python manage.py bench_knn
 	$(BIN)/python manage.py bench_context
+
+# Concurrent agents over HTTP against gunicorn + the worker, in a temporary ORCA_HOME.
+loadtest: install
+	$(BIN)/python manage.py loadtest
 
 # Evidence recall on the LoCoMo data beside the project (docs/EVALUATION.md).
 LOCOMO ?= ../shared/data/locomo

@@ -1,13 +1,57 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.db import transaction
+from django.db.models import Model, Q, QuerySet
 from django.http import HttpRequest
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.text import Truncator
 
+from memory import tasks
 from memory.auth import api_key_create, api_key_revoke
-from memory.models import ApiKey, LongTermMemory, MainMessage, ShortTermMemory
-from memory.validation import InvalidInput, check_identifier
+from memory.memories import memory_create, memory_delete, memory_expire, memory_update
+from memory.models import (
+    ApiKey,
+    ConsolidationRun,
+    LongTermMemory,
+    LongTermMemoryHistory,
+    MainMessage,
+    ShortTermMemory,
+)
+from memory.validation import InvalidInput, check_content, check_identifier
+
+
+def _actor(request: HttpRequest) -> str:
+    return f"admin:{request.user.get_username()}"
+
+
+def _short(text: str | None) -> str:
+    return Truncator(text or "").chars(80)
+
+
+@admin.action(description="Embed the selected rows again")
+def reembed(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+    # The worker embeds every row without a vector; vector_put replaces the old one.
+    count = queryset.update(has_embedding=False)
+    transaction.on_commit(tasks.schedule_embedding, robust=True)
+    modeladmin.message_user(request, f"{count} row(s) queued for embedding.")
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Records written by the service itself: to read, never to edit."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
 
 
 @admin.register(MainMessage)
@@ -18,6 +62,7 @@ class MainMessageAdmin(admin.ModelAdmin):
         "session_id",
         "role",
         "msg_type",
+        "short_content",
         "token_count",
         "has_embedding",
         "timestamp",
@@ -25,29 +70,191 @@ class MainMessageAdmin(admin.ModelAdmin):
     list_filter = ["agent_id", "role", "msg_type", "has_embedding"]
     search_fields = ["session_id", "content"]
     readonly_fields = ["token_count", "has_embedding", "timestamp"]
+    actions = [reembed]
+
+    @admin.display(description="content")
+    def short_content(self, obj: MainMessage) -> str:
+        return _short(obj.content)
+
+    def view_on_site(self, obj: MainMessage) -> str:
+        return reverse("session", args=[obj.agent_id, obj.session_id]) + f"#message-{obj.pk}"
 
 
 @admin.register(ShortTermMemory)
 class ShortTermMemoryAdmin(admin.ModelAdmin):
     list_display = ["id", "agent_id", "session_id", "content", "confidence", "updated_at"]
-    list_filter = ["agent_id"]
+    list_filter = ["agent_id", "has_embedding"]
     search_fields = ["session_id", "content"]
+    readonly_fields = ["has_embedding", "created_at"]
+    actions = [reembed]
+
+
+class ExpiryFilter(admin.SimpleListFilter):
+    title = "expiry"
+    parameter_name = "expired"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple]:
+        return [("no", "not expired"), ("yes", "expired")]
+
+    def queryset(
+        self, request: HttpRequest, queryset: QuerySet[LongTermMemory]
+    ) -> QuerySet[LongTermMemory]:
+        now = timezone.now()
+        if self.value() == "yes":
+            return queryset.filter(expires_at__lte=now)
+        if self.value() == "no":
+            return queryset.filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+        return queryset
+
+
+class LongTermMemoryForm(forms.ModelForm):
+    class Meta:
+        model = LongTermMemory
+        fields = [
+            "agent_id",
+            "content",
+            "memory_type",
+            "confidence",
+            "expires_at",
+            "source_session",
+        ]
+
+    def _checked(self, check: Any, name: str) -> Any:
+        value = self.cleaned_data[name]
+        try:
+            return check(name, value) if value else value
+        except InvalidInput as exc:
+            raise forms.ValidationError(str(exc)) from exc
+
+    def clean_agent_id(self) -> str:
+        return self._checked(check_identifier, "agent_id")
+
+    def clean_content(self) -> str:
+        return self._checked(check_content, "content")
+
+    def clean_source_session(self) -> str | None:
+        return self._checked(check_identifier, "source_session") or None
+
+    def clean_confidence(self) -> float:
+        confidence = self.cleaned_data["confidence"]
+        if not 0 <= confidence <= 1:
+            raise forms.ValidationError("confidence must be between 0 and 1")
+        return confidence
 
 
 @admin.register(LongTermMemory)
 class LongTermMemoryAdmin(admin.ModelAdmin):
+    """Every change goes through memory.memories, so the memory's history records it."""
+
+    form = LongTermMemoryForm
     list_display = [
         "id",
         "agent_id",
         "memory_type",
-        "content",
+        "short_content",
         "confidence",
         "access_count",
+        "source_count",
         "expires_at",
+        "archived_at",
+        "has_embedding",
+        "updated_at",
     ]
-    list_filter = ["agent_id", "memory_type"]
-    search_fields = ["content"]
-    readonly_fields = ["access_count", "last_accessed", "created_at"]
+    list_filter = [
+        "agent_id",
+        "memory_type",
+        ExpiryFilter,
+        ("archived_at", admin.EmptyFieldListFilter),
+        "has_embedding",
+    ]
+    search_fields = ["content", "source_session"]
+    readonly_fields = [
+        "access_count",
+        "last_accessed",
+        "source_count",
+        "has_embedding",
+        "created_at",
+        "updated_at",
+        "archived_at",
+    ]
+    actions = ["expire", "restore", reembed]
+
+    @admin.display(description="content")
+    def short_content(self, obj: LongTermMemory) -> str:
+        return _short(obj.content)
+
+    def view_on_site(self, obj: LongTermMemory) -> str:
+        return reverse("memory", args=[obj.pk])
+
+    def get_readonly_fields(self, request: HttpRequest, obj: LongTermMemory | None = None) -> list:
+        # A memory belongs to its agent for good (its vector is partitioned by agent).
+        return self.readonly_fields if obj is None else ["agent_id", *self.readonly_fields]
+
+    def save_model(
+        self, request: HttpRequest, obj: LongTermMemory, form: LongTermMemoryForm, change: bool
+    ) -> None:
+        fields = {name: form.cleaned_data[name] for name in form.changed_data}
+        if change:
+            # `obj` already holds the new values; compare against the stored row.
+            stored = LongTermMemory.objects.get(pk=obj.pk)
+            memory_update(stored, actor=_actor(request), **fields)
+            return
+        fields.pop("agent_id", None)
+        created = memory_create(
+            agent_id=obj.agent_id,
+            content=obj.content,
+            memory_type=obj.memory_type,
+            actor=_actor(request),
+            **{k: v for k, v in fields.items() if k not in ("content", "memory_type")},
+        )
+        obj.pk = created.pk
+
+    def delete_model(self, request: HttpRequest, obj: LongTermMemory) -> None:
+        memory_delete(obj, actor=_actor(request))
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[LongTermMemory]) -> None:
+        for memory in queryset:
+            memory_delete(memory, actor=_actor(request))
+
+    @admin.action(description="Expire the selected memories now")
+    def expire(self, request: HttpRequest, queryset: QuerySet[LongTermMemory]) -> None:
+        for memory in queryset:
+            memory_expire(memory, actor=_actor(request))
+        self.message_user(request, f"Expired {len(queryset)} memory(ies).")
+
+    @admin.action(description="Restore the selected memories (clear their expiry)")
+    def restore(self, request: HttpRequest, queryset: QuerySet[LongTermMemory]) -> None:
+        expired = queryset.filter(expires_at__isnull=False)
+        for memory in expired:
+            memory_update(memory, actor=_actor(request), expires_at=None)
+        self.message_user(request, f"Restored {len(expired)} memory(ies).")
+
+
+@admin.register(LongTermMemoryHistory)
+class LongTermMemoryHistoryAdmin(ReadOnlyAdmin):
+    list_display = ["at", "memory_id", "agent_id", "action", "actor", "short_content"]
+    list_filter = ["action", "agent_id"]
+    search_fields = ["=memory_id", "actor", "old_content", "new_content"]
+
+    @admin.display(description="content")
+    def short_content(self, obj: LongTermMemoryHistory) -> str:
+        return _short(obj.new_content or obj.old_content)
+
+
+@admin.register(ConsolidationRun)
+class ConsolidationRunAdmin(ReadOnlyAdmin):
+    list_display = [
+        "started_at",
+        "agent_id",
+        "session_id",
+        "trigger",
+        "extractor",
+        "created",
+        "merged",
+        "skipped_reason",
+    ]
+    list_filter = ["agent_id", "trigger", "extractor"]
+    search_fields = ["session_id", "skipped_reason"]
 
 
 class ApiKeyForm(forms.ModelForm):

@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_tasks_db",
+    "django_htmx",
     # Serves the API docs' Swagger UI from static files rather than a CDN (no network needed).
     "ninja",
     "memory",
@@ -63,10 +64,13 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
 ROOT_URLCONF = "orca_memory.urls"
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "dashboard"
 WSGI_APPLICATION = "orca_memory.wsgi.application"
 
 TEMPLATES = [

@@ -87,3 +87,41 @@ def fake_embedder(monkeypatch):
     monkeypatch.setattr(embeddings, "configured_embedder", lambda: embedder)
     vectors.query_vector.cache_clear()
     return embedder
+
+
+@pytest.fixture
+def conversation(db):
+    """A session of agent-a with a truncated sub-agent run, a summary and two memories."""
+    from types import SimpleNamespace
+
+    from memory.memories import memory_create
+    from memory.messages import message_add
+    from memory.models import ShortTermMemory
+    from subagents.runs import subagent_finish, subagent_record
+
+    def say(role: str, content: str):
+        return message_add(agent_id="agent-a", session_id="s-1", role=role, content=content)
+
+    ask = say("user", "Please research how to deploy Django with gunicorn.")
+    subagent_record(
+        parent=ask, agent_name="researcher", role="assistant", content="Reading gunicorn docs."
+    )
+    # Over the 10,000-token result limit, so the stored result is cut and marked.
+    result = subagent_finish(parent=ask, agent_name="researcher", content="gunicorn " * 6000)
+    reply = say("assistant", "Use gunicorn behind nginx, as the researcher found.")
+    summary = ShortTermMemory.objects.create(
+        agent_id="agent-a", session_id="s-1", content="The user asked how to deploy Django."
+    )
+    tea = memory_create(
+        agent_id="agent-a",
+        content="The user prefers green tea.",
+        memory_type="preference",
+        actor="api",
+        confidence=0.7,
+    )
+    deploy = memory_create(
+        agent_id="agent-b", content="Deploys run on Fridays.", memory_type="decision", actor="api"
+    )
+    return SimpleNamespace(
+        ask=ask, result=result, reply=reply, summary=summary, tea=tea, deploy=deploy
+    )

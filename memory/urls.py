@@ -1,0 +1,26 @@
+"""The dashboard's pages (the JSON API lives in api.py)."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from memory import views
+
+urlpatterns = [
+    path("", views.dashboard, name="dashboard"),
+    path("sessions/", views.sessions, name="sessions"),
+    # Agent names and session ids never contain "/" (memory.validation), so <str:> fits them.
+    path("sessions/<str:agent_id>/<str:session_id>/", views.session, name="session"),
+    path(
+        "sessions/<str:agent_id>/<str:session_id>/context/",
+        views.context_preview,
+        name="context_preview",
+    ),
+    path("memories/", views.memories, name="memories"),
+    path("memories/<int:memory_id>/", views.memory, name="memory"),
+    path("memories/<int:memory_id>/history/", views.memory_history, name="memory_history"),
+    path("memories/<int:memory_id>/edit/", views.memory_edit, name="memory_edit"),
+    path("memories/<int:memory_id>/expire/", views.memory_expire_view, name="memory_expire"),
+    path("memories/<int:memory_id>/restore/", views.memory_restore, name="memory_restore"),
+    path("memories/<int:memory_id>/delete/", views.memory_delete_view, name="memory_delete"),
+]

@@ -1,0 +1,382 @@
+"""The dashboard: inspect sessions, preview a prompt's context, curate long-term memories.
+
+One view per page. An htmx request gets only the part of the page it swaps (a Django
+`{% partialdef %}`), so every link and form also works as a plain page without JavaScript.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django import forms
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Page, Paginator
+from django.db.models import Count, Max, Min, Q, QuerySet
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.utils.cache import patch_vary_headers
+from django.views.decorators.http import require_http_methods, require_POST
+
+from memory.context import Context, context_build
+from memory.health import Health, service_health
+from memory.memories import memory_delete, memory_expire, memory_update
+from memory.messages import session_messages
+from memory.models import (
+    LongTermMemory,
+    LongTermMemoryHistory,
+    MainMessage,
+    MemoryType,
+    Role,
+    ShortTermMemory,
+)
+from memory.validation import InvalidInput
+
+SESSIONS_PER_PAGE = 25
+MESSAGES_PER_PAGE = 100
+MEMORIES_PER_PAGE = 25
+RECENT_SESSIONS = 8
+LAYER_LABELS = {
+    "working": "Working memory",
+    "short_term": "Short-term memory",
+    "long_term": "Long-term memory",
+}
+
+
+def render_page(
+    request: HttpRequest, template_name: str, context: dict[str, Any], *, partial: str
+) -> HttpResponse:
+    """The whole page, or only its `partial` for an htmx request.
+
+    htmx restoring history after a cache miss (the back button) needs the whole page again.
+    """
+    if request.htmx and not request.htmx.history_restore_request:
+        template_name = f"{template_name}#{partial}"
+    response = render(request, template_name, context)
+    # The same URL answers two bodies: caches must key on the header that chooses.
+    patch_vary_headers(response, ["HX-Request"])
+    return response
+
+
+def _actor(request: HttpRequest) -> str:
+    return f"ui:{request.user.get_username()}"
+
+
+def _page(request: HttpRequest, items: QuerySet[Any], per_page: int) -> Page:
+    return Paginator(items, per_page).get_page(request.GET.get("page"))
+
+
+def _agents(model: type[MainMessage] | type[LongTermMemory]) -> list[str]:
+    return list(model.objects.values_list("agent_id", flat=True).distinct().order_by("agent_id"))
+
+
+def all_sessions(agent_id: str = "", query: str = "") -> QuerySet[MainMessage, dict[str, Any]]:
+    """One row per (agent, session), newest first; `query` matches the id or any message text."""
+    rows = MainMessage.objects.all()
+    if agent_id:
+        rows = rows.filter(agent_id=agent_id)
+    sessions = rows.values("agent_id", "session_id").annotate(
+        message_count=Count("id"),
+        first_timestamp=Min("timestamp"),
+        last_timestamp=Max("timestamp"),
+    )
+    if query:
+        sessions = sessions.annotate(
+            matches=Count("id", filter=Q(content__icontains=query))
+        ).filter(Q(session_id__icontains=query) | Q(matches__gt=0))
+    return sessions.order_by("-last_timestamp", "agent_id", "session_id")
+
+
+def health_notes(health: Health) -> list[str]:
+    """What the health report means for the service, in plain words; empty when all is well."""
+    if not health.database.get("ok"):
+        return [f"The database cannot be opened: {health.database.get('error')}."]
+    vectors, embedding = health.vector_search, health.embedding
+    notes = []
+    if not vectors["enabled"]:
+        notes.append(
+            f"Vector search is off ({vectors['reason']}): search and context use text "
+            "matching only."
+        )
+    if embedding["provider"] == "none":
+        notes.append(
+            "No embedding provider is configured, so search is lexical only. Set "
+            "SILICONFLOW_API_KEY or install the local model for semantic search."
+        )
+    elif not embedding["ready"]:
+        notes.append(
+            f"The {embedding['provider']} embedding provider cannot be used: {embedding['reason']}."
+        )
+    if embedding["failing"]:
+        at = embedding["last_error_at"]
+        notes.append(
+            f"Embedding is failing: the last attempt{f' ({at:%Y-%m-%d %H:%M} UTC)' if at else ''} "
+            f"said “{embedding['last_error']}”. Messages are still stored; the backlog drains "
+            "by itself when the provider is back."
+        )
+    return notes
+
+
+@login_required
+def dashboard(request: HttpRequest) -> HttpResponse:
+    health = service_health()
+    by_type = dict(
+        LongTermMemory.objects.active()
+        .values_list("memory_type")
+        .annotate(count=Count("id"))
+        .order_by()
+    )
+    context = {
+        "health": health,
+        "notes": health_notes(health),
+        "counts": {
+            "sessions": MainMessage.objects.values("agent_id", "session_id").distinct().count(),
+            "messages": MainMessage.objects.count(),
+            "summaries": ShortTermMemory.objects.count(),
+        },
+        "memory_counts": [(label, by_type.get(value, 0)) for value, label in MemoryType.choices],
+        "recent_sessions": all_sessions()[:RECENT_SESSIONS],
+    }
+    return render(request, "memory/dashboard.html", context)
+
+
+@login_required
+def sessions(request: HttpRequest) -> HttpResponse:
+    agent_id = request.GET.get("agent", "")
+    query = request.GET.get("q", "").strip()
+    context = {
+        "agents": _agents(MainMessage),
+        "agent": agent_id,
+        "q": query,
+        "page": _page(request, all_sessions(agent_id, query), SESSIONS_PER_PAGE),
+    }
+    return render_page(request, "memory/sessions.html", context, partial="session_list")
+
+
+def _run_of(message: MainMessage) -> dict[str, Any] | None:
+    """The sub-agent run whose result this message is, if it is one (see subagents.runs)."""
+    if message.role != Role.TOOL or not isinstance(message.metadata, dict):
+        return None
+    run = message.metadata.get("subagent")
+    return run if isinstance(run, dict) and isinstance(run.get("parent_msg_id"), int) else None
+
+
+class ContextForm(forms.Form):
+    query = forms.CharField(
+        required=False,
+        widget=forms.TextInput(attrs={"placeholder": "what the user just asked"}),
+    )
+    # The API's bounds for the same field.
+    model_window = forms.IntegerField(min_value=256, max_value=10_000_000)
+
+
+def _layers(built: Context) -> list[dict[str, Any]]:
+    """Each layer with its share of the bar: used tokens against the layer's budget."""
+    return [
+        {
+            "name": name,
+            "label": LAYER_LABELS[name],
+            "layer": layer,
+            "percent": min(100, round(100 * layer.used / layer.budget)) if layer.budget else 0,
+            "over": layer.used > layer.budget,
+        }
+        for name, layer in built.layers.items()
+    ]
+
+
+def _session_context(
+    request: HttpRequest, agent_id: str, session_id: str, form: ContextForm
+) -> dict[str, Any]:
+    page = _page(request, session_messages(agent_id, session_id), MESSAGES_PER_PAGE)
+    if not page.paginator.count:
+        raise Http404("No such session")
+    timeline = list(page)
+    for message in timeline:
+        message.run = _run_of(message)
+    return {
+        "agent_id": agent_id,
+        "session_id": session_id,
+        "page": page,
+        "timeline": timeline,
+        "summaries": ShortTermMemory.objects.filter(
+            agent_id=agent_id, session_id=session_id
+        ).order_by("-created_at", "-id"),
+        "form": form,
+    }
+
+
+@login_required
+def session(request: HttpRequest, agent_id: str, session_id: str) -> HttpResponse:
+    form = ContextForm(initial={"model_window": settings.ORCA.model_window})
+    context = _session_context(request, agent_id, session_id, form)
+    return render_page(request, "memory/session.html", context, partial="timeline")
+
+
+@login_required
+@require_POST
+def context_preview(request: HttpRequest, agent_id: str, session_id: str) -> HttpResponse:
+    """What context_build would send now (it also counts an access of each memory returned)."""
+    form = ContextForm(request.POST)
+    context = _session_context(request, agent_id, session_id, form)
+    if form.is_valid():
+        built = context_build(
+            agent_id=agent_id,
+            session_id=session_id,
+            query=form.cleaned_data["query"] or None,
+            model_window=form.cleaned_data["model_window"],
+        )
+        context.update(built=built, layers=_layers(built))
+    return render_page(request, "memory/session.html", context, partial="context")
+
+
+class MemoryFilterForm(forms.Form):
+    STATES = {
+        "": "any state",
+        "active": "active",
+        "expired": "expired",
+        "archived": "archived",
+    }
+
+    q = forms.CharField(
+        required=False, widget=forms.TextInput(attrs={"type": "search", "placeholder": "text"})
+    )
+    agent = forms.ChoiceField(required=False)
+    memory_type = forms.ChoiceField(required=False, choices=[("", "any type"), *MemoryType.choices])
+    state = forms.ChoiceField(required=False, choices=STATES.items())
+
+    def __init__(self, data: dict[str, Any], *, agents: list[str]) -> None:
+        super().__init__(data)
+        self.fields["agent"].choices = [("", "all agents"), *((a, a) for a in agents)]
+
+    def memories(self, now: datetime) -> QuerySet[LongTermMemory]:
+        """The memories the valid filters select, newest first (invalid ones are ignored)."""
+        self.is_valid()
+        choice = self.cleaned_data
+        memories = LongTermMemory.objects.all()
+        if choice.get("agent"):
+            memories = memories.filter(agent_id=choice["agent"])
+        if choice.get("memory_type"):
+            memories = memories.filter(memory_type=choice["memory_type"])
+        if choice.get("q"):
+            memories = memories.filter(content__icontains=choice["q"])
+        state = choice.get("state")
+        if state == "active":
+            memories = memories.active().filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+        elif state == "expired":
+            memories = memories.active().filter(expires_at__lte=now)
+        elif state == "archived":
+            memories = memories.filter(archived_at__isnull=False)
+        return memories.order_by("-created_at", "-id")
+
+
+@login_required
+def memories(request: HttpRequest) -> HttpResponse:
+    form = MemoryFilterForm(request.GET, agents=_agents(LongTermMemory))
+    context = {
+        "filters": form,
+        "page": _page(request, form.memories(timezone.now()), MEMORIES_PER_PAGE),
+    }
+    return render_page(request, "memory/memories.html", context, partial="memory_list")
+
+
+def _memory_page(request: HttpRequest, memory_id: int, *, partial: str) -> HttpResponse:
+    memory = get_object_or_404(LongTermMemory, pk=memory_id)
+    history = LongTermMemoryHistory.objects.filter(memory_id=memory.pk).order_by("-at", "-id")
+    # On its own page the history sits under the card, which then needs no history toggle.
+    context = {"memory": memory, "history": history, "on_page": not request.htmx}
+    return render_page(request, "memory/memory.html", context, partial=partial)
+
+
+@login_required
+def memory(request: HttpRequest, memory_id: int) -> HttpResponse:
+    """One memory and its history; htmx gets its card back (cancelling an edit)."""
+    return _memory_page(request, memory_id, partial="card")
+
+
+@login_required
+def memory_history(request: HttpRequest, memory_id: int) -> HttpResponse:
+    """The same page; htmx gets the history alone, to unfold it in the list."""
+    return _memory_page(request, memory_id, partial="history")
+
+
+class MemoryForm(forms.Form):
+    content = forms.CharField(widget=forms.Textarea(attrs={"rows": 4}))
+    memory_type = forms.ChoiceField(choices=MemoryType.choices)
+    confidence = forms.FloatField(
+        min_value=0, max_value=1, widget=forms.NumberInput(attrs={"step": "0.05"})
+    )
+    expires_at = forms.DateTimeField(
+        required=False,
+        label="Expires (UTC)",
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+    )
+
+    @classmethod
+    def initial_of(cls, memory: LongTermMemory) -> dict[str, Any]:
+        # The browser's datetime input keeps minutes only: an untouched expiry must compare
+        # equal, or saving any other field would move it.
+        expires_at = memory.expires_at and memory.expires_at.replace(second=0, microsecond=0)
+        return {
+            "content": memory.content,
+            "memory_type": memory.memory_type,
+            "confidence": memory.confidence,
+            "expires_at": expires_at,
+        }
+
+
+def _memory_changed(request: HttpRequest, memory: LongTermMemory) -> HttpResponse:
+    """htmx swaps the memory's card in place; without it, go to the memory and its history."""
+    if request.htmx:
+        return render(request, "memory/memory.html#card", {"memory": memory})
+    return redirect("memory", memory.pk)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def memory_edit(request: HttpRequest, memory_id: int) -> HttpResponse:
+    memory = get_object_or_404(LongTermMemory, pk=memory_id)
+    initial = MemoryForm.initial_of(memory)
+    form = MemoryForm(request.POST if request.method == "POST" else None, initial=initial)
+    if form.is_valid():
+        # Only what the curator changed, through the flow that keeps the history.
+        changes = {name: form.cleaned_data[name] for name in form.changed_data}
+        try:
+            memory_update(memory, actor=_actor(request), **changes)
+        except InvalidInput as exc:
+            form.add_error(None, str(exc))
+        else:
+            return _memory_changed(request, memory)
+    return render_page(
+        request, "memory/memory_edit.html", {"memory": memory, "form": form}, partial="form"
+    )
+
+
+@login_required
+@require_POST
+def memory_expire_view(request: HttpRequest, memory_id: int) -> HttpResponse:
+    memory = get_object_or_404(LongTermMemory, pk=memory_id)
+    return _memory_changed(request, memory_expire(memory, actor=_actor(request)))
+
+
+@login_required
+@require_POST
+def memory_restore(request: HttpRequest, memory_id: int) -> HttpResponse:
+    memory = get_object_or_404(LongTermMemory, pk=memory_id)
+    return _memory_changed(request, memory_update(memory, actor=_actor(request), expires_at=None))
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def memory_delete_view(request: HttpRequest, memory_id: int) -> HttpResponse:
+    """GET asks for confirmation (htmx confirms in the browser and posts directly)."""
+    memory = get_object_or_404(LongTermMemory, pk=memory_id)
+    if request.method == "GET":
+        return render(request, "memory/memory_delete.html", {"memory": memory})
+    memory_delete(memory, actor=_actor(request))
+    if request.htmx:
+        return HttpResponse("")  # the card's outerHTML swap removes it
+    messages.success(request, f"Memory #{memory_id} deleted; its history is kept.")
+    return redirect("memories")

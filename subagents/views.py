@@ -1,0 +1,53 @@
+"""The dashboard's page for sub-agent runs: the isolated transcript behind a result."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404
+
+from memory.models import MainMessage
+from memory.views import render_page
+from subagents.models import SubagentMessage
+from subagents.runs import run_results, subagent_transcript
+
+
+@dataclass
+class Run:
+    """What one sub-agent did for the parent message; `result` is None while it runs."""
+
+    agent_name: str
+    replies: list[SubagentMessage] = field(default_factory=list)
+    result: MainMessage | None = None
+
+    @property
+    def truncated(self) -> bool:
+        return bool(self.result and self.result.metadata["subagent"].get("truncated"))
+
+    @property
+    def original_tokens(self) -> int | None:
+        return self.result.metadata["subagent"].get("original_tokens") if self.result else None
+
+
+def runs_of(parent: MainMessage, agent_name: str | None = None) -> list[Run]:
+    """The parent's runs in the order they started, each with its replies and result."""
+    runs: dict[str, Run] = {}
+    replies = subagent_transcript(parent)
+    if agent_name is not None:
+        replies = replies.filter(agent_name=agent_name)
+    for reply in replies:
+        runs.setdefault(reply.agent_name, Run(reply.agent_name)).replies.append(reply)
+    for result in run_results(parent, agent_name):
+        name = result.metadata["subagent"]["agent_name"]
+        runs.setdefault(name, Run(name)).result = result
+    return list(runs.values())
+
+
+@login_required
+def subagent_run(request: HttpRequest, parent_id: int) -> HttpResponse:
+    """Every run for one main message (`?agent=` narrows to one); htmx gets the transcript."""
+    parent = get_object_or_404(MainMessage, pk=parent_id)
+    context = {"parent": parent, "runs": runs_of(parent, request.GET.get("agent") or None)}
+    return render_page(request, "subagents/run.html", context, partial="transcript")

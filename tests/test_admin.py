@@ -1,0 +1,161 @@
+"""Curation in the Django admin keeps the memories' history, and `ensure_admin`."""
+
+from __future__ import annotations
+
+import re
+from io import StringIO
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.urls import reverse
+
+from memory.memories import memory_expire
+from memory.models import LongTermMemory, LongTermMemoryHistory, MainMessage
+
+pytestmark = pytest.mark.django_db
+
+CHANGELIST = reverse("admin:memory_longtermmemory_changelist")
+
+
+def history(memory_id: int) -> list[tuple[str, str]]:
+    rows = LongTermMemoryHistory.objects.filter(memory_id=memory_id).order_by("id")
+    return [(h.action, h.actor) for h in rows]
+
+
+def test_every_admin_page_opens(admin_client, conversation):
+    for name in (
+        "memory_mainmessage",
+        "memory_shorttermmemory",
+        "memory_longtermmemory",
+        "memory_longtermmemoryhistory",
+        "memory_consolidationrun",
+        "memory_apikey",
+        "subagents_subagentmessage",
+    ):
+        assert admin_client.get(reverse(f"admin:{name}_changelist")).status_code == 200, name
+    url = reverse("admin:memory_longtermmemory_change", args=[conversation.tea.pk])
+    assert admin_client.get(url).status_code == 200
+
+
+def test_it_lists_and_filters_memories(admin_client, conversation):
+    memory_expire(conversation.deploy, actor="api")
+    response = admin_client.get(CHANGELIST, {"expired": "yes"})
+    assert [m.pk for m in response.context["cl"].result_list] == [conversation.deploy.pk]
+    response = admin_client.get(CHANGELIST, {"q": "green"})
+    assert [m.pk for m in response.context["cl"].result_list] == [conversation.tea.pk]
+
+
+def test_an_admin_edit_goes_through_the_history(admin_client, conversation):
+    url = reverse("admin:memory_longtermmemory_change", args=[conversation.tea.pk])
+    data = {
+        "content": "The user prefers black tea.",
+        "memory_type": "preference",
+        "confidence": "0.8",
+        "expires_at_0": "",
+        "expires_at_1": "",
+        "source_session": "",
+    }
+    response = admin_client.post(url, data)
+    assert response.status_code == 302
+    memory = LongTermMemory.objects.get(pk=conversation.tea.pk)
+    assert (memory.content, memory.confidence, memory.agent_id) == (
+        "The user prefers black tea.",
+        0.8,
+        "agent-a",
+    )
+    change = LongTermMemoryHistory.objects.filter(memory_id=memory.pk).latest("id")
+    assert (change.action, change.actor) == ("update", "admin:admin")
+    assert change.old_content == "The user prefers green tea."
+    assert change.changes == {"confidence": 0.8}
+
+
+def test_an_admin_edit_is_validated(admin_client, conversation):
+    url = reverse("admin:memory_longtermmemory_change", args=[conversation.tea.pk])
+    data = {"content": "ok", "memory_type": "preference", "confidence": "1.5"}
+    response = admin_client.post(url, data)
+    assert response.status_code == 200
+    assert "confidence must be between 0 and 1" in response.content.decode()
+    assert history(conversation.tea.pk) == [("create", "api")]
+
+
+def test_an_admin_creation_is_recorded(admin_client, db):
+    data = {
+        "agent_id": "agent-c",
+        "content": "We ship on Mondays.",
+        "memory_type": "decision",
+        "confidence": "0.6",
+        "source_session": "s-9",
+    }
+    response = admin_client.post(reverse("admin:memory_longtermmemory_add"), data)
+    assert response.status_code == 302
+    memory = LongTermMemory.objects.get(agent_id="agent-c")
+    assert (memory.content, memory.confidence, memory.source_session) == (
+        "We ship on Mondays.",
+        0.6,
+        "s-9",
+    )
+    assert history(memory.pk) == [("create", "admin:admin")]
+
+
+def test_admin_actions_expire_restore_reembed_and_delete(admin_client, conversation):
+    pk = conversation.tea.pk
+    LongTermMemory.objects.filter(pk=pk).update(has_embedding=True)
+
+    def act(action: str, **extra):
+        data = {"action": action, "_selected_action": [pk], **extra}
+        return admin_client.post(CHANGELIST, data, follow=True)
+
+    act("expire")
+    assert LongTermMemory.objects.get(pk=pk).is_expired()
+    act("restore")
+    assert LongTermMemory.objects.get(pk=pk).expires_at is None
+    act("reembed")
+    assert LongTermMemory.objects.get(pk=pk).has_embedding is False
+    act("delete_selected", post="yes")
+    assert not LongTermMemory.objects.filter(pk=pk).exists()
+    assert history(pk) == [
+        ("create", "api"),
+        ("expire", "admin:admin"),
+        ("update", "admin:admin"),
+        ("delete", "admin:admin"),
+    ]
+
+
+def test_derived_fields_are_read_only(admin_client, conversation):
+    url = reverse("admin:memory_mainmessage_change", args=[conversation.ask.pk])
+    form = admin_client.get(url).context["adminform"].form
+    assert "token_count" not in form.fields and "has_embedding" not in form.fields
+    url = reverse("admin:memory_longtermmemory_change", args=[conversation.tea.pk])
+    form = admin_client.get(url).context["adminform"].form
+    assert {"has_embedding", "access_count", "agent_id"}.isdisjoint(form.fields)
+
+
+def test_history_and_consolidation_runs_are_read_only(admin_client, conversation):
+    change = LongTermMemoryHistory.objects.filter(memory_id=conversation.tea.pk).get()
+    url = reverse("admin:memory_longtermmemoryhistory_change", args=[change.pk])
+    response = admin_client.post(url, {"actor": "forged"})
+    assert response.status_code == 403
+    assert LongTermMemoryHistory.objects.get(pk=change.pk).actor == "api"
+    add = reverse("admin:memory_consolidationrun_add")
+    assert admin_client.get(add).status_code == 403
+
+
+def test_reembed_messages_from_the_admin(admin_client, conversation):
+    MainMessage.objects.update(has_embedding=True)
+    data = {"action": "reembed", "_selected_action": [conversation.ask.pk]}
+    admin_client.post(reverse("admin:memory_mainmessage_changelist"), data)
+    assert list(MainMessage.objects.filter(has_embedding=False)) == [conversation.ask]
+
+
+def test_ensure_admin_creates_a_superuser_once(client):
+    out = StringIO()
+    call_command("ensure_admin", stdout=out)
+    match = re.fullmatch(r"Sign in at http://127.0.0.1:8000/ as admin / (\S+)\n", out.getvalue())
+    assert match
+    assert client.login(username="admin", password=match[1])
+
+    again = StringIO()
+    call_command("ensure_admin", stdout=again)
+    assert "changepassword admin" in again.getvalue()
+    assert get_user_model().objects.count() == 1

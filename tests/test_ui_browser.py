@@ -1,0 +1,159 @@
+"""The dashboard in a real browser: Debian's Chromium driven by Playwright against a live server.
+
+Screenshots of every page, at desktop and phone widths, land in test-results/.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from memory.models import LongTermMemory, LongTermMemoryHistory
+
+CHROMIUM = Path("/usr/bin/chromium")
+SCREENSHOTS = settings.BASE_DIR / "test-results"
+WIDTHS = (1280, 390)
+
+# Playwright's sync API runs an event loop in this thread; the ORM calls the tests make
+# between browser steps are still plain synchronous code.
+os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    # `make test` installs Chromium first (make browser); only a bare pytest run can lack it.
+    pytest.mark.skipif(
+        not CHROMIUM.exists(), reason="no /usr/bin/chromium: run `make browser` first"
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser, live_server, admin_user):
+    """A signed-in page of a fresh browser context."""
+    context = browser.new_context(viewport={"width": WIDTHS[0], "height": 900})
+    context.set_default_timeout(5000)
+    page = context.new_page()
+    page.goto(live_server.url + "/")
+    assert "/login/" in page.url
+    page.fill("input[name=username]", "admin")
+    page.fill("input[name=password]", "password")
+    page.click("button:has-text('Sign in')")
+    page.wait_for_url(live_server.url + "/")
+    yield page
+    context.close()
+
+
+def shoot(page, name: str) -> None:
+    """Full-page screenshots at each width, then back to the desktop width."""
+    SCREENSHOTS.mkdir(exist_ok=True)
+    for width in WIDTHS:
+        page.set_viewport_size({"width": width, "height": 900})
+        page.screenshot(path=SCREENSHOTS / f"{name}-{width}.png", full_page=True)
+    page.set_viewport_size({"width": WIDTHS[0], "height": 900})
+
+
+def test_it_inspects_a_session(conversation, page, live_server):
+    from playwright.sync_api import expect
+
+    expect(page.locator("h1")).to_have_text("Dashboard")
+    expect(page.locator(".counts")).to_contain_text("3 messages")
+    shoot(page, "dashboard")
+
+    page.click("nav >> text=Sessions")
+    expect(page.locator("#session-list")).to_contain_text("s-1")
+    shoot(page, "sessions")
+
+    page.click("#session-list >> text=s-1")
+    expect(page.locator("h1")).to_have_text("s-1")
+    tool = page.locator(f"#message-{conversation.result.pk}")
+    tool.locator("details.subagent > summary").click()
+    expect(tool.locator(".transcript")).to_contain_text("Reading gunicorn docs.")
+    expect(tool.locator(".transcript")).to_contain_text("result truncated from 13500 tokens")
+
+    page.fill("input[name=query]", "green tea")
+    page.click("button:has-text('Preview')")
+    long_term = page.locator(".layer-long_term")
+    expect(long_term).to_contain_text("The user prefers green tea.")
+    expect(long_term).to_contain_text("score 1.000")
+    expect(page.locator(".layer .bar")).to_have_count(3)
+    shoot(page, "session")
+    assert LongTermMemory.objects.get(pk=conversation.tea.pk).access_count == 1
+
+    page.goto(f"{live_server.url}/messages/{conversation.ask.pk}/subagent/")
+    expect(page.locator(".run")).to_contain_text("[内容已截断]")
+    shoot(page, "subagent_run")
+
+
+def test_it_curates_a_memory(conversation, page, live_server):
+    from playwright.sync_api import expect
+
+    page.click("nav >> text=Memories")
+    card = page.locator(f"#memory-{conversation.tea.pk}")
+    expect(card).to_contain_text("The user prefers green tea.")
+    shoot(page, "memories")
+
+    card.locator("text=Edit").click()
+    expect(card.locator("textarea")).to_be_visible()
+    card.locator("textarea").fill("The user prefers oolong tea.")
+    card.locator("input[name=confidence]").fill("0.9")
+    shoot(page, "memory_edit")
+    card.locator("button:has-text('Save')").click()
+    expect(card).to_contain_text("The user prefers oolong tea.")
+    expect(card).to_contain_text("confidence 0.90")
+
+    card.locator("button:has-text('Expire')").click()
+    expect(card.locator(".badge.warn")).to_have_text("expired")
+    card.locator("button:has-text('Restore')").click()
+    expect(card.locator("button:has-text('Expire')")).to_be_visible()
+    assert LongTermMemory.objects.get(pk=conversation.tea.pk).expires_at is None
+
+    card.locator("details.history > summary").click()
+    expect(card.locator(".history-list")).to_contain_text("expire by ui:admin")
+    shoot(page, "memories_history")
+    actions = LongTermMemoryHistory.objects.filter(memory_id=conversation.tea.pk).order_by("id")
+    assert [(h.action, h.actor) for h in actions] == [
+        ("create", "api"),
+        ("update", "ui:admin"),
+        ("expire", "ui:admin"),
+        ("update", "ui:admin"),
+    ]
+
+    page.goto(f"{live_server.url}/memories/{conversation.tea.pk}/")
+    expect(page.locator(".history-list li")).to_have_count(4)
+    shoot(page, "memory")
+
+    page.goto(f"{live_server.url}/memories/")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.locator(f"#memory-{conversation.deploy.pk} >> text=Delete").click()
+    expect(page.locator(f"#memory-{conversation.deploy.pk}")).to_have_count(0)
+    assert not LongTermMemory.objects.filter(pk=conversation.deploy.pk).exists()
+
+    page.select_option("select[name=agent]", "agent-a")
+    expect(page).to_have_url(re.compile(r"agent=agent-a"))
+    expect(page.locator("#memory-list article")).to_have_count(1)
