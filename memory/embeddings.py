@@ -160,6 +160,10 @@ class LocalEmbedder:
         self._model: Any = None
         self._lock = threading.Lock()
 
+    def warm_up(self) -> None:
+        """Load the model now (a few seconds), not on the first request that needs it."""
+        self._load()
+
     def _load(self) -> Any:
         with self._lock:
             if self._model is None:
