@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -15,10 +20,12 @@ from memory.embeddings import EmbeddingError, HttpEmbedder
 from memory.health import service_health
 from memory.messages import message_add
 from memory.models import MainMessage
+from orca_memory.db.base import Driver
 
 pytestmark = pytest.mark.django_db
 
 DIM = 8
+ROOT = Path(__file__).resolve().parent.parent
 
 
 class StubProvider(BaseHTTPRequestHandler):
@@ -118,3 +125,96 @@ def test_a_transient_error_is_retried_within_the_run(provider):
     provider.script = ["429"]
     assert vectors.embed_pending(batch_size=2) == 2
     assert provider.calls == ["429", "ok"]
+
+
+class SlowProvider(StubProvider):
+    """The stub provider, answering every batch after a pause (a worker is killed mid-way)."""
+
+    def do_POST(self) -> None:
+        time.sleep(1)
+        super().do_POST()
+
+
+def test_a_worker_killed_mid_batch_then_restarted_leaves_exactly_one_vector_each(tmp_path):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), SlowProvider)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    SlowProvider.script, SlowProvider.calls = [], []
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    env.update(
+        ORCA_HOME=str(tmp_path),
+        ORCA_EMBEDDING_PROVIDER="openai",
+        OPENAI_BASE_URL=f"http://127.0.0.1:{server.server_port}/v1",
+        OPENAI_EMBEDDING_MODEL="stub",
+        ORCA_EMBEDDING_DIM=str(DIM),
+    )
+
+    def manage(*args: str) -> str:
+        result = subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
+
+    def embedded() -> int:
+        db = Driver.connect(str(tmp_path / "data" / "orca.db"))
+        try:
+            return db.execute("SELECT count(*) FROM main_messages WHERE has_embedding").fetchone()[
+                0
+            ]
+        finally:
+            db.close()
+
+    def worker() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            ["sh", "-c", WORKER_COMMAND],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    try:
+        manage("migrate", "--no-input")
+        manage("shell", "-c", STORE_30)
+        first = worker()
+        deadline = time.monotonic() + 60
+        while embedded() < 5 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        first.send_signal(signal.SIGKILL)  # mid-run: the next batch is in flight
+        first.wait()
+        assert 5 <= embedded() < 30
+
+        second = worker()
+        deadline = time.monotonic() + 90
+        while embedded() < 30 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        second.send_signal(signal.SIGTERM)
+        second.wait(timeout=30)
+        assert embedded() == 30
+        assert manage("shell", "-c", VECTORS_PER_MESSAGE) == "30 30 1"  # rows, ids, max per id
+    finally:
+        server.shutdown()
+
+
+WORKER_COMMAND = next(
+    line.split(":", 1)[1].strip()
+    for line in (ROOT / "Procfile").read_text().splitlines()
+    if line.startswith("worker:")
+).replace("python ", f"{sys.executable} ")
+STORE_30 = (
+    "from memory.messages import message_add\n"
+    "for i in range(30): message_add(agent_id='a1', session_id='s1', role='user', "
+    "content=f'message number {i} to embed')"
+)
+COUNT_EMBEDDED = "from memory.models import MainMessage; print(MainMessage.objects.filter(has_embedding=True).count())"
+VECTORS_PER_MESSAGE = (
+    "from django.db import connection; c = connection.cursor(); "
+    "c.execute('SELECT count(*), count(DISTINCT msg_id) FROM vec_main_messages'); rows, ids = c.fetchone(); "
+    "c.execute('SELECT max(n) FROM (SELECT count(*) AS n FROM vec_main_messages GROUP BY msg_id)'); "
+    "print(rows, ids, c.fetchone()[0])"
+)
