@@ -24,12 +24,8 @@ from typing import Any, Protocol
 
 import httpx
 from django.conf import settings
-from tenacity import (
-    Retrying,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_exponential_jitter,
-)
+
+from memory.remote import http_client, retrying
 
 logger = logging.getLogger(__name__)
 
@@ -86,20 +82,11 @@ class HttpEmbedder:
     ) -> None:
         self.signature = Signature(provider, model, dimension)
         self.batch_size = batch_size
-        self._retrying = Retrying(
-            stop=stop_after_attempt(attempts),
-            wait=wait_exponential_jitter(
-                multiplier=backoff_seconds, max=30 * backoff_seconds, jitter=backoff_seconds
-            ),
-            retry=retry_if_exception(lambda exc: isinstance(exc, _Retryable)),
-            reraise=True,
+        self._retrying = retrying(
+            attempts=attempts, backoff_seconds=backoff_seconds, retryable=_Retryable
         )
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(
-            base_url=base_url.rstrip("/"),
-            headers=headers,
-            timeout=timeout_seconds,
-            transport=transport,
+        self._client = http_client(
+            base_url=base_url, api_key=api_key, timeout_seconds=timeout_seconds, transport=transport
         )
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:

@@ -245,18 +245,37 @@ def import_file(path: Path, *, agent_id: str, dry_run: bool = False) -> FileRepo
     return report
 
 
-def message_line(message: MainMessage) -> dict[str, Any]:
+def _line(
+    *,
+    session_id: str,
+    role: str,
+    content: str,
+    timestamp: datetime,
+    msg_type: str,
+    metadata: dict[str, Any] | None,
+) -> dict[str, Any]:
     """A message in orca's JSONL shape (the first import shape)."""
     line: dict[str, Any] = {
-        "session_id": message.session_id,
-        "role": message.role,
-        "content": message.content,
-        "timestamp": message.timestamp.isoformat(),
-        "type": message.msg_type,
+        "session_id": session_id,
+        "role": role,
+        "content": content,
+        "timestamp": timestamp.isoformat(),
+        "type": msg_type,
     }
-    if message.metadata is not None:
-        line["metadata"] = message.metadata
+    if metadata is not None:
+        line["metadata"] = metadata
     return line
+
+
+def message_line(message: MainMessage) -> dict[str, Any]:
+    return _line(
+        session_id=message.session_id,
+        role=message.role,
+        content=message.content,
+        timestamp=message.timestamp,
+        msg_type=message.msg_type,
+        metadata=message.metadata,
+    )
 
 
 def export_sessions(
@@ -314,13 +333,12 @@ def fallback_append(
     metadata: dict[str, Any] | None,
 ) -> Path:
     """Keep a message the database could not take, for `migrate_jsonl` to bring in later."""
-    line: dict[str, Any] = {
-        "session_id": session_id,
-        "role": role,
-        "content": content,
-        "timestamp": datetime.now(tz=UTC).isoformat(),
-        "type": msg_type,
-    }
-    if metadata is not None:
-        line["metadata"] = metadata
+    line = _line(
+        session_id=session_id,
+        role=role,
+        content=content,
+        timestamp=datetime.now(tz=UTC),
+        msg_type=msg_type,
+        metadata=metadata,
+    )
     return _append(agent_id, line)

@@ -10,7 +10,8 @@ from functools import cache
 
 import httpx
 from django.conf import settings
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+
+from memory.remote import http_client, retrying
 
 
 class LLMError(Exception):
@@ -36,20 +37,11 @@ class ChatClient:
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.model = model
-        self._retrying = Retrying(
-            stop=stop_after_attempt(attempts),
-            wait=wait_exponential_jitter(
-                multiplier=backoff_seconds, max=30 * backoff_seconds, jitter=backoff_seconds
-            ),
-            retry=retry_if_exception(lambda exc: isinstance(exc, _Retryable)),
-            reraise=True,
+        self._retrying = retrying(
+            attempts=attempts, backoff_seconds=backoff_seconds, retryable=_Retryable
         )
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(
-            base_url=base_url.rstrip("/"),
-            headers=headers,
-            timeout=timeout_seconds,
-            transport=transport,
+        self._client = http_client(
+            base_url=base_url, api_key=api_key, timeout_seconds=timeout_seconds, transport=transport
         )
 
     def complete(self, prompt: str, *, max_tokens: int = 512) -> str:

@@ -7,9 +7,10 @@ lexically and say why in `degraded`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from memory import embeddings, index
 from memory.embeddings import Embedder, EmbeddingError
@@ -107,24 +108,25 @@ def _scores(candidates: list[Ranked], mode: str, fusion: str) -> dict[int, float
     return {c.id: getattr(c, part) for c in candidates}
 
 
-def _vector_filters(
-    session_id: str | None,
+def _filters(
     role: str | None,
     msg_type: str | None,
     since: datetime | None,
     until: datetime | None,
+    *,
+    time_column: str,
+    time_value: Callable[[datetime], Any],
 ) -> list[Filter]:
+    """The search's filters for one index; each names its time column its own way."""
     filters = []
-    if session_id is not None:
-        filters.append(Filter("session_id", "=", session_id))
     if role is not None:
         filters.append(Filter("role", "=", role))
     if msg_type is not None:
         filters.append(Filter("msg_type", "=", msg_type))
     if since is not None:
-        filters.append(Filter("created_at", ">=", int(since.timestamp())))
+        filters.append(Filter(time_column, ">=", time_value(since)))
     if until is not None:
-        filters.append(Filter("created_at", "<=", int(until.timestamp())))
+        filters.append(Filter(time_column, "<=", time_value(until)))
     return filters
 
 
@@ -159,7 +161,22 @@ def search(
                     agent_id=agent_id,
                     embedding=query_vector(embedder, query),
                     k=max(k, POOL) if mode == "hybrid" else k,
-                    filters=_vector_filters(session_id, role, msg_type, since, until),
+                    filters=[
+                        *(
+                            [Filter("session_id", "=", session_id)]
+                            if session_id is not None
+                            else []
+                        ),
+                        # vec0 keeps the time as epoch seconds
+                        *_filters(
+                            role,
+                            msg_type,
+                            since,
+                            until,
+                            time_column="created_at",
+                            time_value=lambda t: int(t.timestamp()),
+                        ),
+                    ],
                 )
             except EmbeddingError as exc:
                 degraded.append(f"the query could not be embedded: {exc}")
@@ -175,7 +192,9 @@ def search(
             query=query,
             k=max(k, POOL) if mode == "hybrid" else k,
             session_id=session_id,
-            filters=_lexical_filters(role, msg_type, since, until),
+            filters=_filters(
+                role, msg_type, since, until, time_column="timestamp", time_value=lambda t: t
+            ),
         )
     candidates = _merge(lexical, vectors)
     scores = _scores(candidates, mode, fusion)
@@ -194,18 +213,3 @@ def search(
         if c.id in messages  # a vector whose message was deleted meanwhile
     ]
     return SearchResult(mode=mode, hits=hits, degraded=degraded)
-
-
-def _lexical_filters(
-    role: str | None, msg_type: str | None, since: datetime | None, until: datetime | None
-) -> Sequence[Filter]:
-    filters = []
-    if role is not None:
-        filters.append(Filter("role", "=", role))
-    if msg_type is not None:
-        filters.append(Filter("msg_type", "=", msg_type))
-    if since is not None:
-        filters.append(Filter("timestamp", ">=", since))
-    if until is not None:
-        filters.append(Filter("timestamp", "<=", until))
-    return filters

@@ -16,16 +16,24 @@ from memory.models import MainMessage
 logger = logging.getLogger(__name__)
 
 
+# Rows per run: a run stays short (the worker stops gracefully between runs, not within
+# one), and the next run is queued while a backlog remains.
+ROWS_PER_RUN = 200
+
+
 @task()
 def embed_pending_task() -> int:
-    """Embed every pending message. When the provider fails, try again later with backoff."""
+    """Embed pending rows. When the provider fails, try again later with backoff."""
     try:
-        return vectors.embed_pending()
+        done = vectors.embed_pending(limit=ROWS_PER_RUN)
     except EmbeddingError as exc:
         delay = vectors.retry_delay()
         logger.warning("Embedding failed (%s); retrying in %s", exc, delay)
         schedule_embedding(delay=delay)
         return 0
+    if done >= ROWS_PER_RUN:
+        schedule_embedding()
+    return done
 
 
 def _already_scheduled() -> bool:

@@ -211,9 +211,11 @@ def embed_pending(
     *,
     embedder: Embedder | None = None,
     batch_size: int | None = None,
+    limit: int | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> int:
-    """Embed every pending message, summary and memory; returns how many got their vector.
+    """Embed pending messages, summaries and memories (all, or about `limit` rows); returns
+    how many got their vector.
 
     Raises EmbeddingError when the provider is down (the rest stays pending) and
     SignatureMismatch when the tables belong to another provider.
@@ -226,7 +228,10 @@ def embed_pending(
     embedded = 0
     try:
         for source in SOURCES:
-            embedded += _embed_source(source, embedder, batch_size, progress)
+            remaining = None if limit is None else limit - embedded
+            if remaining is not None and remaining <= 0:
+                break
+            embedded += _embed_source(source, embedder, batch_size, remaining, progress)
     except EmbeddingError as exc:
         _record(error=str(exc))
         raise
@@ -238,11 +243,15 @@ def _embed_source(
     source: Source,
     embedder: Embedder,
     batch_size: int,
+    limit: int | None,
     progress: Callable[[int], None] | None,
 ) -> int:
     embedded, skipped = 0, set[int]()
     pending = source.pending().order_by("id")
-    while batch := list(pending.exclude(pk__in=skipped)[:batch_size]):
+    while limit is None or embedded < limit:
+        batch = list(pending.exclude(pk__in=skipped)[:batch_size])
+        if not batch:
+            break
         try:
             vectors = embedder.embed([source.text(row) for row in batch])
         except InputRejected:

@@ -206,3 +206,18 @@ def test_the_worker_queue_holds_one_waiting_run_and_retries_later(settings, fake
     assert embed_pending_task.call() == 0
     retry = DBTaskResult.objects.get()
     assert retry.run_after > retry.enqueued_at  # deferred by the backoff
+
+
+def test_a_run_embeds_a_bounded_number_of_rows_and_queues_the_next(fake_embedder, monkeypatch):
+    from memory import tasks
+
+    for i in range(7):
+        add(f"message number {i} in a backlog")
+    assert vectors.embed_pending(limit=3, batch_size=2) == 4  # whole batches, up to the limit
+    assert MainMessage.objects.awaiting_embedding().count() == 3
+
+    queued = []
+    monkeypatch.setattr(tasks, "ROWS_PER_RUN", 2)
+    monkeypatch.setattr(tasks, "schedule_embedding", lambda **kwargs: queued.append(kwargs))
+    assert tasks.embed_pending_task.call() >= 2
+    assert queued == [{}]  # a backlog remains: the next run is queued

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.helpers import ROOT, manage
+
 LOCOMO = ROOT.parent / "shared" / "data" / "locomo"
 
 
@@ -36,16 +35,7 @@ def sample(folder: Path, conversation: str = "conv-26", messages: int = 120) -> 
 
 
 def run(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
-    env["ORCA_HOME"] = str(home)
-    return subprocess.run(
-        [sys.executable, "manage.py", "eval_locomo", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return manage(home, "eval_locomo", *args, check=False)
 
 
 @pytest.mark.skipif(not LOCOMO.is_dir(), reason=f"LoCoMo data not found at {LOCOMO}")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -11,7 +10,6 @@ import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 
@@ -21,11 +19,11 @@ from memory.health import service_health
 from memory.messages import message_add
 from memory.models import MainMessage
 from orca_memory.db.base import Driver
+from tests.helpers import ROOT, last_line, manage, service_env
 
 pytestmark = pytest.mark.django_db
 
 DIM = 8
-ROOT = Path(__file__).resolve().parent.parent
 
 
 class StubProvider(BaseHTTPRequestHandler):
@@ -139,26 +137,12 @@ def test_a_worker_killed_mid_batch_then_restarted_leaves_exactly_one_vector_each
     server = ThreadingHTTPServer(("127.0.0.1", 0), SlowProvider)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     SlowProvider.script, SlowProvider.calls = [], []
-    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
-    env.update(
-        ORCA_HOME=str(tmp_path),
-        ORCA_EMBEDDING_PROVIDER="openai",
-        OPENAI_BASE_URL=f"http://127.0.0.1:{server.server_port}/v1",
-        OPENAI_EMBEDDING_MODEL="stub",
-        ORCA_EMBEDDING_DIM=str(DIM),
-    )
-
-    def manage(*args: str) -> str:
-        result = subprocess.run(
-            [sys.executable, "manage.py", *args],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert result.returncode == 0, result.stderr
-        return result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
+    env = {
+        "ORCA_EMBEDDING_PROVIDER": "openai",
+        "OPENAI_BASE_URL": f"http://127.0.0.1:{server.server_port}/v1",
+        "OPENAI_EMBEDDING_MODEL": "stub",
+        "ORCA_EMBEDDING_DIM": str(DIM),
+    }
 
     def embedded() -> int:
         db = Driver.connect(str(tmp_path / "data" / "orca.db"))
@@ -173,14 +157,14 @@ def test_a_worker_killed_mid_batch_then_restarted_leaves_exactly_one_vector_each
         return subprocess.Popen(
             ["sh", "-c", WORKER_COMMAND],
             cwd=ROOT,
-            env=env,
+            env=service_env(tmp_path, **env),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
 
     try:
-        manage("migrate", "--no-input")
-        manage("shell", "-c", STORE_30)
+        manage(tmp_path, "migrate", "--no-input", **env)
+        manage(tmp_path, "shell", "-c", STORE_30, **env)
         first = worker()
         deadline = time.monotonic() + 60
         while embedded() < 5 and time.monotonic() < deadline:
@@ -196,7 +180,8 @@ def test_a_worker_killed_mid_batch_then_restarted_leaves_exactly_one_vector_each
         second.send_signal(signal.SIGTERM)
         second.wait(timeout=30)
         assert embedded() == 30
-        assert manage("shell", "-c", VECTORS_PER_MESSAGE) == "30 30 1"  # rows, ids, max per id
+        counts = last_line(manage(tmp_path, "shell", "-c", VECTORS_PER_MESSAGE, **env))
+        assert counts == "30 30 1"  # rows, ids, max per id
     finally:
         server.shutdown()
 

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import sqlite_vec
 
 from memory.models import MainMessage
+from tests.helpers import last_line, manage
 
 pytestmark = pytest.mark.django_db
 
@@ -62,22 +59,13 @@ def test_it_is_in_the_openapi_schema(client):
 def test_it_answers_503_when_the_database_cannot_be_opened(tmp_path):
     unopenable = tmp_path / "a-directory.db"
     unopenable.mkdir()
-    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
-    env.update(ORCA_HOME=str(tmp_path), ORCA_DB_PATH=str(unopenable))
     script = (
         "import json; from django.test import Client; "
         "r = Client(SERVER_NAME='localhost').get('/api/v1/health'); "
         "print(json.dumps({'code': r.status_code, 'body': r.json()}))"
     )
-    result = subprocess.run(
-        [sys.executable, "manage.py", "shell", "-c", script],
-        cwd=Path(__file__).resolve().parent.parent,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    report = json.loads(result.stdout.strip().splitlines()[-1])
+    result = manage(tmp_path, "shell", "-c", script, ORCA_DB_PATH=str(unopenable))
+    report = json.loads(last_line(result))
     assert report["code"] == 503
     assert report["body"]["status"] == "error"
     assert report["body"]["database"]["ok"] is False

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
-import os
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -17,10 +16,9 @@ from django.core.management import CommandError, call_command
 from memory import jsonl
 from memory.messages import message_add
 from memory.models import MainMessage
+from tests.helpers import ROOT, last_line, manage, service_env
 
 pytestmark = pytest.mark.django_db
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def write(path: Path, *lines: object) -> Path:
@@ -279,21 +277,9 @@ def test_reimporting_the_backup_brings_in_only_what_the_database_missed(
 
 
 def test_without_a_database_messages_go_to_jsonl_and_come_back_later(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
-    env.update(ORCA_HOME=str(tmp_path), ORCA_DB_PATH=str(tmp_path / "good.db"))
-
-    def manage(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "manage.py", *args],
-            cwd=ROOT,
-            env={**env, **extra},
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-
-    assert manage("migrate", "--no-input").returncode == 0
-    key = manage("create_api_key", "--agent", "a1").stdout.strip().splitlines()[-1]
+    good, broken = str(tmp_path / "good.db"), str(tmp_path / "broken.db")
+    manage(tmp_path, "migrate", "--no-input", ORCA_DB_PATH=good)
+    key = last_line(manage(tmp_path, "create_api_key", "--agent", "a1", ORCA_DB_PATH=good))
     (tmp_path / "broken.db").mkdir()  # a directory: SQLite cannot open it
     post = (
         "import json; from django.test import Client; "
@@ -301,11 +287,9 @@ def test_without_a_database_messages_go_to_jsonl_and_come_back_later(tmp_path):
         "data={'role': 'user', 'content': '断网时的消息'}, content_type='application/json', "
         f"headers={{'Authorization': 'Bearer {key}'}}); print(json.dumps([r.status_code, r.json()]))"
     )
-    outage = manage(
-        "shell", "-c", post, ORCA_DB_PATH=str(tmp_path / "broken.db"), ORCA_JSONL_BACKUP="1"
-    )
+    outage = manage(tmp_path, "shell", "-c", post, ORCA_DB_PATH=broken, ORCA_JSONL_BACKUP="1")
 
-    status, body = json.loads(outage.stdout.strip().splitlines()[-1])
+    status, body = json.loads(last_line(outage))
     assert (status, body["stored_in"]) == (202, "jsonl")
     assert "DATABASE UNAVAILABLE" in outage.stderr
     started = subprocess.run(
@@ -313,17 +297,16 @@ def test_without_a_database_messages_go_to_jsonl_and_come_back_later(tmp_path):
         cwd=ROOT,
         capture_output=True,
         text=True,
-        env={**env, "ORCA_DB_PATH": str(tmp_path / "broken.db"), "ORCA_JSONL_BACKUP": "1"},
+        env=service_env(tmp_path, ORCA_DB_PATH=broken, ORCA_JSONL_BACKUP="1"),
         timeout=60,
     )
     assert "THE DATABASE" in started.stderr and "CANNOT BE OPENED" in started.stderr  # at start-up
     assert "messages are kept in" in started.stderr
-    refused = manage("shell", "-c", post, ORCA_DB_PATH=str(tmp_path / "broken.db"))
-    assert json.loads(refused.stdout.strip().splitlines()[-1])[0] == 500  # no backup: refused
+    refused = manage(tmp_path, "shell", "-c", post, ORCA_DB_PATH=broken)
+    assert json.loads(last_line(refused))[0] == 500  # no backup: refused
 
-    back = manage("migrate_jsonl", str(tmp_path / "data" / "jsonl" / "a1"), "--agent", "a1")
-    assert "imported 1" in back.stdout, back.stderr
-    count = manage(
-        "shell", "-c", "from memory.models import MainMessage as M; print(M.objects.get().content)"
-    )
-    assert count.stdout.strip().splitlines()[-1] == "断网时的消息"
+    folder = str(tmp_path / "data" / "jsonl" / "a1")
+    back = manage(tmp_path, "migrate_jsonl", folder, "--agent", "a1", ORCA_DB_PATH=good)
+    assert "imported 1" in back.stdout
+    content = "from memory.models import MainMessage as M; print(M.objects.get().content)"
+    assert last_line(manage(tmp_path, "shell", "-c", content, ORCA_DB_PATH=good)) == "断网时的消息"

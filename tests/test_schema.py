@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 from django.db import IntegrityError, connection, transaction
 
@@ -14,10 +9,9 @@ from memory import index
 from memory.models import LongTermMemory, MainMessage, ShortTermMemory
 from orca_memory.db.base import Driver
 from subagents.models import SubagentMessage
+from tests.helpers import manage
 
 pytestmark = pytest.mark.django_db
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_it_fills_database_defaults_for_plain_sql_inserts(sql):
@@ -149,23 +143,9 @@ def test_every_fts_table_keeps_its_triggers_after_all_migrations(sql):
 
 
 def test_migrations_reverse_and_reapply_with_the_triggers_in_place(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
-    env["ORCA_HOME"] = str(tmp_path)
-
-    def manage(*args: str) -> None:
-        result = subprocess.run(
-            [sys.executable, "manage.py", *args],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert result.returncode == 0, result.stderr
-
-    manage("migrate", "--no-input")
-    manage("migrate", "memory", "0004", "--no-input")
-    manage("migrate", "--no-input")
+    manage(tmp_path, "migrate", "--no-input")
+    manage(tmp_path, "migrate", "memory", "0004", "--no-input")
+    manage(tmp_path, "migrate", "--no-input")
 
     db = Driver.connect(str(tmp_path / "data" / "orca.db"))
     assert _triggers(lambda q: db.execute(q).fetchall()) >= FTS_TRIGGERS

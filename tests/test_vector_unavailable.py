@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import sqlite_vec
 
 from orca_memory.db.base import Driver, load_sqlite_vec
+from tests.helpers import ROOT, last_line, manage
 
-ROOT = Path(__file__).resolve().parent.parent
 NO_SQLITE_VEC = ROOT / "tests" / "fixtures" / "no_sqlite_vec"
 
 SCRIPT = """
@@ -28,34 +25,18 @@ print(json.dumps({"saved": m.pk, "hits": [h.id for h in hits],
 """
 
 
-def manage(home: Path, *args: str, without_sqlite_vec: bool) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
-    env["ORCA_HOME"] = str(home)
-    if without_sqlite_vec:
-        env["PYTHONPATH"] = str(NO_SQLITE_VEC)
-    result = subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr
-    return result
+def run(home: Path, *args: str, without_sqlite_vec: bool) -> str:
+    env = {"PYTHONPATH": str(NO_SQLITE_VEC)} if without_sqlite_vec else {}
+    result = manage(home, *args, **env)
+    return result.stderr if args[0] == "migrate" else last_line(result)
 
 
 def test_it_runs_without_sqlite_vec_and_says_why(tmp_path):
-    migrated = manage(tmp_path, "migrate", "--no-input", without_sqlite_vec=True)
-    assert (
-        migrated.stderr.count(
-            "Vector search is disabled: the sqlite-vec package cannot be imported"
-        )
-        == 1
-    )
+    migrated = run(tmp_path, "migrate", "--no-input", without_sqlite_vec=True)
+    reason = "Vector search is disabled: the sqlite-vec package cannot be imported"
+    assert migrated.count(reason) == 1  # logged once
 
-    result = manage(tmp_path, "shell", "-c", SCRIPT, without_sqlite_vec=True)
-    report = json.loads(result.stdout.strip().splitlines()[-1])
+    report = json.loads(run(tmp_path, "shell", "-c", SCRIPT, without_sqlite_vec=True))
 
     assert report["hits"] == [report["saved"]]
     assert report["status_code"] == 200
@@ -67,8 +48,7 @@ def test_it_runs_without_sqlite_vec_and_says_why(tmp_path):
     assert health["embedding"]["pending"] == 1
 
     # sqlite-vec back, but the database was migrated without it: health names what is missing.
-    result = manage(tmp_path, "shell", "-c", SCRIPT, without_sqlite_vec=False)
-    health = json.loads(result.stdout.strip().splitlines()[-1])["health"]
+    health = json.loads(run(tmp_path, "shell", "-c", SCRIPT, without_sqlite_vec=False))["health"]
     assert health["vector_search"]["enabled"] is False
     assert "vec_main_messages" in health["vector_search"]["reason"]
 

@@ -34,6 +34,19 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _rss_mib(pid: int) -> float:
+    """Resident memory of a process and its children (gunicorn's workers), from /proc."""
+    total = 0.0
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1]) / 1024
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return total
+    return total + sum(_rss_mib(int(child)) for child in children)
+
+
 def _percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))] * 1000
@@ -61,16 +74,23 @@ class Command(BaseCommand):
             ]
             port = _free_port()
             log = Path(home) / "server.log"
+            hung: list[str] = []
             with log.open("w") as out:
                 servers = self._start(env, port, options["workers"], out)
                 try:
                     self._wait_ready(port)
                     results = self._load(port, keys, options["messages"])
+                    results["rss"] = [_rss_mib(process.pid) for process in servers]
                 finally:
                     for process in servers:
                         process.send_signal(signal.SIGTERM)
                     for process in servers:
-                        process.wait(timeout=30)
+                        try:
+                            process.wait(timeout=60)
+                        except subprocess.TimeoutExpired:
+                            process.kill()  # reported below: a graceful stop should not hang
+                            hung.append(" ".join(process.args[-2:]))
+            results["hung"] = hung
             counts = self._manage(env, "shell", "-c", _COUNT_SCRIPT).strip().splitlines()[-1]
             self._report(results, counts, log.read_text(), options)
 
@@ -195,12 +215,19 @@ class Command(BaseCommand):
             f"ms, p99 {_percentile(latencies, 0.99):.1f} ms"
         )
         self.stdout.write(f"messages stored per agent: {counts}")
+        web, worker = results["rss"]
+        self.stdout.write(
+            f"memory (RSS) after the load: server {web:.0f} MiB, worker {worker:.0f} MiB"
+        )
         self.stdout.write(
             f"5xx or errors: {len(results['failures'])}; 'database is locked' in logs: {locked}"
         )
+        for command in results["hung"]:
+            self.stdout.write(f"  {command} did not stop within 60 s of SIGTERM")
         for failure in results["failures"][:10]:
             self.stdout.write(f"  {failure}")
-        if results["failures"] or wrong or locked or len(per_agent) != options["clients"]:
+        failed = results["failures"] or results["hung"] or wrong or locked
+        if failed or len(per_agent) != options["clients"]:
             raise CommandError("the load test found lost, duplicated or failed requests")
 
 

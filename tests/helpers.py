@@ -1,0 +1,39 @@
+"""Helpers shared by tests that run the service in processes of their own."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def service_env(home: Path, **env: str) -> dict[str, str]:
+    """The environment of a service process of its own: ORCA_HOME=home, not the tests'."""
+    environment = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    environment.update(ORCA_HOME=str(home), **env)
+    return environment
+
+
+def manage(
+    home: Path, *args: str, check: bool = True, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """`manage.py ARGS` in its own process with ORCA_HOME=home: never the test database."""
+    result = subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=service_env(home, **env),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if check:
+        assert result.returncode == 0, result.stderr
+    return result
+
+
+def last_line(result: subprocess.CompletedProcess[str]) -> str:
+    lines = result.stdout.strip().splitlines()
+    return lines[-1] if lines else ""
