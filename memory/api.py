@@ -61,9 +61,13 @@ class TextSchema(Schema):
         return value
 
 
+# Text that must say something: at least one non-space character.
+Text = Field(min_length=1, pattern=r"\S")
+
+
 class MessageIn(TextSchema):
     role: Role
-    content: str
+    content: str = Text
     msg_type: MessageType = MessageType.NORMAL
     metadata: dict[str, Any] | None = None
 
@@ -108,7 +112,7 @@ class SummaryOut(Schema):
 
 
 class MemoryIn(TextSchema):
-    content: str
+    content: str = Text
     memory_type: MemoryType
     confidence: float = Field(0.5, ge=0, le=1)
     expires_at: datetime | None = None
@@ -116,7 +120,7 @@ class MemoryIn(TextSchema):
 
 
 class MemoryPatch(TextSchema):
-    content: str | None = None
+    content: str | None = Field(None, min_length=1, pattern=r"\S")
     memory_type: MemoryType | None = None
     confidence: float | None = Field(None, ge=0, le=1)
     expires_at: datetime | None = None

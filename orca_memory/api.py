@@ -12,6 +12,7 @@ from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse
+from django.views.decorators.csrf import csrf_exempt
 from ninja import NinjaAPI
 from ninja.parser import Parser
 from ninja.renderers import JSONRenderer
@@ -32,7 +33,10 @@ class JsonParser(Parser):
     """
 
     def parse_body(self, request: HttpRequest) -> Any:
-        return json.loads(request.body.decode("utf-8", "surrogateescape"))
+        data = json.loads(request.body.decode("utf-8", "surrogateescape"))
+        if not isinstance(data, dict):
+            raise ValueError("the body must be a JSON object")  # answered 400
+        return data
 
 
 class Utf8JSONRenderer(JSONRenderer):
@@ -41,7 +45,41 @@ class Utf8JSONRenderer(JSONRenderer):
     json_dumps_params = {"ensure_ascii": False}
 
 
-api = NinjaAPI(
+# Every operation can answer these, always as {"detail": ...}: documented once for all.
+ERROR_RESPONSES = {
+    "400": "The body is not a JSON object.",
+    "401": "No valid API key.",
+    "404": "No such session, message or memory for this agent.",
+    "409": "The request contradicts the stored state (a finished sub-agent run).",
+    "413": "Content above max_content_bytes, or a body above Django's limit.",
+    "422": "An invalid field: the detail lists which and why.",
+    "500": "An unexpected error, logged on the server.",
+}
+ERROR_SCHEMA = {
+    "type": "object",
+    "properties": {"detail": {"anyOf": [{"type": "string"}, {"type": "array"}]}},
+    "required": ["detail"],
+}
+
+
+class OrcaAPI(NinjaAPI):
+    def get_openapi_schema(self, **kwargs: Any) -> Any:
+        schema = super().get_openapi_schema(**kwargs)
+        for operations in schema["paths"].values():
+            for operation in operations.values():
+                responses = operation.setdefault("responses", {})
+                for status, description in ERROR_RESPONSES.items():
+                    responses.setdefault(
+                        status,
+                        {
+                            "description": description,
+                            "content": {"application/json": {"schema": ERROR_SCHEMA}},
+                        },
+                    )
+        return schema
+
+
+api = OrcaAPI(
     title="orca-memory",
     version="1",
     description="Memory for LLM agents: store messages, ask for context. "
@@ -84,3 +122,9 @@ def server_error(request: HttpRequest, exc: Exception) -> HttpResponse:
     # Logged with its traceback for the operator; the client learns nothing internal.
     logger.exception("Unhandled error in %s %s", request.method, request.path)
     return _detail(request, 500, "internal server error")
+
+
+@csrf_exempt  # it changes nothing, and API clients send no CSRF token
+def not_found(request: HttpRequest) -> HttpResponse:
+    """A path under /api/v1/ that matches no operation: JSON like every other error."""
+    return _detail(request, 404, "Not Found")

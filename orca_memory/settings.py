@@ -101,8 +101,7 @@ DATABASES = {
 # Requests may carry content up to ORCA_MAX_CONTENT_BYTES; JSON escaping (\uXXXX) can double
 # it, so Django's own cap sits above that and the API answers 413 for content over the limit.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * ORCA.max_content_bytes + 64 * 1024
-NINJA_PAGINATION_PER_PAGE = 50
-NINJA_PAGINATION_MAX_LIMIT = 500
+NINJA_PAGINATION_CLASS = "orca_memory.pagination.BoundedLimitOffsetPagination"
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

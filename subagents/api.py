@@ -9,7 +9,7 @@ from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
 from ninja import Router, Schema, Status
 
-from memory.api import MessageOut, TextSchema
+from memory.api import MessageOut, Text, TextSchema
 from memory.models import MainMessage
 from subagents.models import SubagentRole
 from subagents.runs import run_results, subagent_finish, subagent_record, subagent_transcript
@@ -18,14 +18,14 @@ router = Router(tags=["sub-agents"])
 
 
 class SubagentMessageIn(TextSchema):
-    agent_name: str
+    agent_name: str = Text
     role: SubagentRole
-    content: str
+    content: str = Text
 
 
 class SubagentResultIn(TextSchema):
-    agent_name: str
-    content: str
+    agent_name: str = Text
+    content: str = Text
 
 
 class SubagentMessageOut(Schema):

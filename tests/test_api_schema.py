@@ -33,3 +33,11 @@ def test_responses_carry_chinese_as_utf8_text(api):
     response = api.post("/sessions/s1/messages", {"role": "user", "content": "我的偏好"})
     assert "我的偏好".encode() in response.content
     assert response["Content-Type"] == "application/json; charset=utf-8"
+
+
+def test_a_body_that_is_not_an_object_and_an_unknown_path_answer_json(api):
+    response = api.post("/sessions/s1/context", [None, None])
+    assert (response.status_code, response.json()) == (400, {"detail": "Cannot parse request body"})
+    for method in ("get", "post", "delete"):
+        response = getattr(api, method)("/memories/not-a-number")
+        assert (response.status_code, response.json()) == (404, {"detail": "Not Found"})
