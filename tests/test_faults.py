@@ -203,3 +203,58 @@ VECTORS_PER_MESSAGE = (
     "c.execute('SELECT max(n) FROM (SELECT count(*) AS n FROM vec_main_messages GROUP BY msg_id)'); "
     "print(rows, ids, c.fetchone()[0])"
 )
+
+
+class StubChat(BaseHTTPRequestHandler):
+    """An OpenAI-compatible /chat/completions answering as `script` says: "500", "429",
+    "garbage", "slow"; "ok" answers a summary once the script is done."""
+
+    script: list[str] = []
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        mode = self.script.pop(0) if self.script else "ok"
+        if mode == "slow":
+            time.sleep(0.5)
+        status = int(mode) if mode.isdigit() else 200
+        body = (
+            b"not json"
+            if mode == "garbage"
+            else json.dumps({"choices": [{"message": {"content": "用户想喝茶。"}}]}).encode()
+        )
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+        except BrokenPipeError:
+            pass
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize("outage", [["500", "500"], ["429", "429"], ["garbage"], ["slow", "slow"]])
+def test_a_failing_chat_model_falls_back_to_the_offline_summary_then_recovers(monkeypatch, outage):
+    from memory import maintenance
+    from memory.llm import ChatClient
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), StubChat)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    StubChat.script = list(outage)
+    chat = ChatClient(
+        base_url=f"http://127.0.0.1:{server.server_port}/v1",
+        api_key="sk-stub",
+        model="m",
+        attempts=2,
+        backoff_seconds=0,
+        timeout_seconds=0.2,
+    )
+    monkeypatch.setattr(maintenance, "configured_chat", lambda: chat)
+    try:
+        message_add(agent_id="a1", session_id="s1", role="user", content="我想喝茶")
+        reply = message_add(agent_id="a1", session_id="s1", role="assistant", content="好的。")
+        assert maintenance.summarize_turn(reply).content == "user: 我想喝茶 / assistant: 好的。"
+        assert maintenance.summarize_turn(reply).content == "用户想喝茶。"  # the model is back
+    finally:
+        server.shutdown()
