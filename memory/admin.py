@@ -22,6 +22,7 @@ from memory.models import (
     MainMessage,
     ShortTermMemory,
 )
+from memory.tokens import estimate_tokens
 from memory.validation import InvalidInput, check_content, check_identifier
 
 
@@ -78,6 +79,14 @@ class MainMessageAdmin(admin.ModelAdmin):
 
     def view_on_site(self, obj: MainMessage) -> str:
         return reverse("session", args=[obj.agent_id, obj.session_id]) + f"#message-{obj.pk}"
+
+    def save_model(self, request: HttpRequest, obj: MainMessage, form: Any, change: bool) -> None:
+        # Derived fields follow an edited text: its token count, and a new vector.
+        if "content" in form.changed_data:
+            obj.token_count = estimate_tokens(obj.content)
+            obj.has_embedding = False
+            transaction.on_commit(tasks.schedule_embedding, robust=True)
+        super().save_model(request, obj, form, change)
 
 
 @admin.register(ShortTermMemory)

@@ -159,3 +159,24 @@ def test_ensure_admin_creates_a_superuser_once(client):
     call_command("ensure_admin", stdout=again)
     assert "changepassword admin" in again.getvalue()
     assert get_user_model().objects.count() == 1
+
+
+def test_editing_a_messages_text_recounts_its_tokens_and_asks_for_a_new_vector(
+    admin_client, conversation
+):
+    message = conversation.ask
+    MainMessage.objects.filter(pk=message.pk).update(has_embedding=True)
+    url = reverse("admin:memory_mainmessage_change", args=[message.pk])
+    form = admin_client.get(url).context["adminform"].form
+    data = {name: form.initial.get(name) or "" for name in form.fields}
+    data.update(content="我喜欢喝红茶，不喜欢绿茶。", metadata="null")
+
+    response = admin_client.post(url, data)
+
+    assert response.status_code == 302, response.content[:500]
+    message.refresh_from_db()
+    assert (message.content, message.token_count, message.has_embedding) == (
+        "我喜欢喝红茶，不喜欢绿茶。",
+        17,  # 11 CJK characters x 1.5 + 2 punctuation marks / 4
+        False,
+    )
