@@ -8,8 +8,6 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 
 from memory import embeddings, index, vectors
-from memory.models import VectorIndexState
-from memory.vectors import vector_search_status
 
 
 @dataclass(frozen=True)
@@ -27,8 +25,8 @@ class Health:
 
 def _embedding_report() -> dict[str, object]:
     embedder = embeddings.configured_embedder()
-    status = vector_search_status(embedder)
-    state = VectorIndexState.objects.filter(pk=1).first()
+    status = vectors.vector_search_status(embedder)
+    state = vectors.index_state()
     return {
         "provider": embedder.signature.provider if embedder else "none",
         "model": embedder.signature.model if embedder else None,
@@ -50,7 +48,7 @@ def service_health() -> Health:
             (sqlite_version,) = cursor.fetchone()
             cursor.execute("PRAGMA journal_mode")
             (journal_mode,) = cursor.fetchone()
-        vectors = index.vector_status()
+        support = index.vector_status()
         embedding = _embedding_report()
     except DatabaseError as exc:
         fallback = (
@@ -65,7 +63,7 @@ def service_health() -> Health:
             embedding={"provider": embeddings.provider_name(), "pending": None},
         )
     degraded = (
-        not vectors.enabled
+        not support.enabled
         or embedding["failing"]
         or (embedding["provider"] != "none" and not embedding["ready"])
     )
@@ -73,9 +71,9 @@ def service_health() -> Health:
         status="degraded" if degraded else "ok",
         database={"ok": True, "sqlite_version": sqlite_version, "journal_mode": journal_mode},
         vector_search={
-            "enabled": vectors.enabled,
-            "reason": vectors.reason,
-            "sqlite_vec_version": vectors.version,
+            "enabled": support.enabled,
+            "reason": support.reason,
+            "sqlite_vec_version": support.version,
         },
         embedding=embedding,
     )

@@ -155,28 +155,24 @@ def search(
         embedder = embedder or embeddings.configured_embedder()
         status = vector_search_status(embedder)
         if status.enabled:
+            # vec0 keeps the time as epoch seconds, and the session as a metadata column.
+            filters = _filters(
+                role,
+                msg_type,
+                since,
+                until,
+                time_column="created_at",
+                time_value=lambda t: int(t.timestamp()),
+            )
+            if session_id is not None:
+                filters.append(Filter("session_id", "=", session_id))
             try:
                 vectors = index.knn(
                     index.MESSAGE_VECTORS,
                     agent_id=agent_id,
                     embedding=query_vector(embedder, query),
                     k=max(k, POOL) if mode == "hybrid" else k,
-                    filters=[
-                        *(
-                            [Filter("session_id", "=", session_id)]
-                            if session_id is not None
-                            else []
-                        ),
-                        # vec0 keeps the time as epoch seconds
-                        *_filters(
-                            role,
-                            msg_type,
-                            since,
-                            until,
-                            time_column="created_at",
-                            time_value=lambda t: int(t.timestamp()),
-                        ),
-                    ],
+                    filters=filters,
                 )
             except EmbeddingError as exc:
                 degraded.append(f"the query could not be embedded: {exc}")

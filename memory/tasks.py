@@ -37,8 +37,9 @@ def embed_pending_task() -> int:
 
 
 def _already_scheduled() -> bool:
-    # One waiting run embeds every pending row, so a second one would only repeat it. This
-    # keeps a burst of messages, or an outage's retries, from piling up runs in the queue.
+    # A waiting run embeds what is pending (and queues the next while a backlog remains), so
+    # a second waiting run would only repeat it. This keeps a burst of messages, or an
+    # outage's retries, from piling up runs in the queue.
     return DBTaskResult.objects.filter(
         status=TaskResultStatus.READY, task_path=embed_pending_task.module_path
     ).exists()

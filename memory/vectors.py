@@ -48,12 +48,13 @@ class VectorStatus:
     signature: Signature | None
 
 
-def _state() -> VectorIndexState | None:
+def index_state() -> VectorIndexState | None:
+    """The one row describing the vector tables, once something has been embedded."""
     return VectorIndexState.objects.filter(pk=1).first()
 
 
 def _stored_signature() -> Signature | None:
-    state = _state()
+    state = index_state()
     return Signature(state.provider, state.model, state.dimension) if state else None
 
 
@@ -115,7 +116,7 @@ def _record(*, error: str | None) -> None:
             last_success_at=now, last_error="", consecutive_failures=0
         )
     else:
-        state = _state()
+        state = index_state()
         VectorIndexState.objects.filter(pk=1).update(
             last_error=error[:500],
             last_error_at=now,
@@ -125,7 +126,7 @@ def _record(*, error: str | None) -> None:
 
 def retry_delay() -> timedelta:
     """Backoff before the next run after failures: 30 s doubling up to 10 minutes."""
-    state = _state()
+    state = index_state()
     failures = state.consecutive_failures if state else 1
     return timedelta(seconds=min(30 * 2 ** max(failures - 1, 0), 600))
 
