@@ -146,10 +146,16 @@ class LocalEmbedder:
     def __init__(self) -> None:
         self._model: Any = None
         self._lock = threading.Lock()
+        self._warming_up = False
 
     def warm_up(self) -> None:
-        """Load the model now (a few seconds), not on the first request that needs it."""
-        self._load()
+        """Start loading the model in the background (about 15 s), not on the first request."""
+        self._warming_up = True
+        threading.Thread(target=self._load, name="warm-up", daemon=True).start()
+
+    def still_loading(self) -> bool:
+        """True while a warm-up runs: a search then goes lexical rather than wait for it."""
+        return self._warming_up and self._model is None
 
     def _load(self) -> Any:
         with self._lock:

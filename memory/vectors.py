@@ -25,6 +25,7 @@ from memory.embeddings import (
     Embedder,
     EmbeddingError,
     InputRejected,
+    LocalEmbedder,
     Signature,
 )
 from memory.models import LongTermMemory, MainMessage, ShortTermMemory, VectorIndexState
@@ -67,14 +68,23 @@ def vector_search_status(embedder: Embedder | None = None) -> VectorStatus:
     if embedder is None:
         return VectorStatus(False, "no embedding provider is configured", None)
     stored = _stored_signature()
-    if stored is not None and stored != embedder.signature and index.vectors_exist():
+    if stored == embedder.signature:
+        return VectorStatus(True, None, embedder.signature)
+    if index.vectors_exist():
         return VectorStatus(
             False,
-            f"the vectors were made by {stored} but the configured provider is "
-            f"{embedder.signature}: run `python manage.py reembed`",
+            f"the vectors were made by {stored or 'an unknown provider'} but the configured "
+            f"provider is {embedder.signature}: run `python manage.py reembed`",
             embedder.signature,
         )
-    return VectorStatus(True, None, embedder.signature)
+    # Nothing to find yet, and the empty tables may have another dimension (a query would
+    # fail) until the task worker's first run prepares them for this provider.
+    return VectorStatus(
+        False,
+        f"no vectors of {embedder.signature} yet: the task worker prepares the index "
+        "on its first run",
+        embedder.signature,
+    )
 
 
 def rebuild_index(signature: Signature) -> None:
@@ -286,4 +296,7 @@ def _embed_one_by_one(
 @lru_cache(maxsize=1024)
 def query_vector(embedder: Embedder, text: str) -> tuple[float, ...]:
     """A search query's embedding, cached: agents repeat queries, providers charge per call."""
+    if isinstance(embedder, LocalEmbedder) and embedder.still_loading():
+        # A server's first searches would otherwise wait ~15 s for the model; they degrade.
+        raise EmbeddingError(f"{embedder.signature}: the model is still loading")
     return tuple(embedder.embed([text[:MAX_EMBED_CHARS]])[0])

