@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from memory.embeddings import Embedder, Signature
+from memory.measure import percentile
 from memory.messages import message_add
 from memory.search import search
 
@@ -41,7 +42,6 @@ class Report:
         return {str(k): round(statistics.fmean(self.hits[k]), 4) for k in self.ks}
 
     def as_dict(self) -> dict[str, Any]:
-        latencies = sorted(self.latencies)
         return {
             "mode": self.mode,
             "recall": self.recall(),
@@ -51,8 +51,8 @@ class Report:
             },
             "queries": self.queries,
             "latency_ms": {
-                "p50": round(statistics.median(latencies) * 1000, 2),
-                "p95": round(latencies[int(0.95 * (len(latencies) - 1))] * 1000, 2),
+                "p50": round(statistics.median(self.latencies) * 1000, 2),
+                "p95": round(percentile(self.latencies, 0.95) * 1000, 2),
             },
             "degraded": sorted(self.degraded),
         }

@@ -24,6 +24,7 @@ from tqdm import tqdm
 from memory.context import context_build
 from memory.embeddings import Signature
 from memory.management.tempdb import use_temporary_database
+from memory.measure import median_and_range, percentile
 from memory.models import LongTermMemory, MainMessage, MemoryType, ShortTermMemory
 from memory.tokens import estimate_tokens
 from memory.vectors import embed_pending, query_vector
@@ -86,23 +87,32 @@ class Command(BaseCommand):
         parser.add_argument("--messages-per-session", type=int, default=2000)
         parser.add_argument("--memories", type=int, default=10_000)
         parser.add_argument("--dims", type=int, nargs="+", default=[1024, 384])
-        parser.add_argument("--runs", type=int, default=200)
+        parser.add_argument("--queries", type=int, default=200, help="per run")
+        parser.add_argument("--runs", type=int, default=5, help="runs of the queries per store")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        self.stdout.write("| messages | memories | dims | context_build p50 ms | p95 ms | runs |")
-        self.stdout.write("|---|---|---|---|---|---|")
+        self.stdout.write(
+            f"{options['runs']} runs of {options['queries']} queries per row; "
+            "median of the runs (lowest-highest run)\n"
+        )
+        self.stdout.write("| messages | memories | dims | context_build p50 ms | p95 ms |")
+        self.stdout.write("|---|---|---|---|---|")
+        rng = random.Random(11)
         for dimension in options["dims"]:
+            p50s, p95s = [], []
             with tempfile.TemporaryDirectory(prefix="orca-bench-") as folder:
                 use_temporary_database(Path(folder) / "bench.db")
                 embedder = FakeEmbedder(dimension)
                 self._fill(options, embedder)
-                timings = self._measure(options, embedder)
+                for _ in range(options["runs"]):
+                    timings = self._measure(options, embedder, rng)
+                    p50s.append(statistics.median(timings) * 1000)
+                    p95s.append(percentile(timings, 0.95) * 1000)
                 connections["default"].close()
-            p95 = sorted(timings)[int(0.95 * (len(timings) - 1))]
             total = options["sessions"] * options["messages_per_session"]
             self.stdout.write(
                 f"| {total:,} | {options['memories']:,} | {dimension} | "
-                f"{statistics.median(timings) * 1000:.2f} | {p95 * 1000:.2f} | {len(timings)} |"
+                f"{median_and_range(p50s)} | {median_and_range(p95s)} |"
             )
 
     def _fill(self, options: dict[str, Any], embedder: FakeEmbedder) -> None:
@@ -143,11 +153,12 @@ class Command(BaseCommand):
         with tqdm(desc="embedding", unit="row", file=self.stderr._out) as bar:
             embed_pending(embedder=embedder, batch_size=500, progress=bar.update)
 
-    def _measure(self, options: dict[str, Any], embedder: FakeEmbedder) -> list[float]:
-        rng = random.Random(11)
+    def _measure(
+        self, options: dict[str, Any], embedder: FakeEmbedder, rng: random.Random
+    ) -> list[float]:
         timings = []
-        for run in range(options["runs"]):
-            query = f"{_sentence(rng, 6)} #{run}"  # new each time: no cache hit
+        for _ in range(options["queries"]):
+            query = f"{_sentence(rng, 6)} #{rng.random()}"  # new each time: no cache hit
             query_vector(embedder, query)  # the embedding call is excluded from the figure
             session = f"session-{rng.randrange(options['sessions'])}"
             start = time.perf_counter()

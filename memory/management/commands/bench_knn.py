@@ -2,7 +2,8 @@
 
 Builds throwaway databases in a temporary folder (never the user's), fills each layout with the
 same random unit vectors spread over several agents, and times k=10 queries for one agent.
-A numpy scan of that agent's vectors in the same run gives the practical floor.
+A numpy scan of that agent's vectors in the same run gives the practical floor. Every figure is
+the median of several runs: runs of the queries, and batches of the fill.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import tempfile
 import time
 from array import array
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +21,14 @@ import numpy as np
 from django.core.management.base import BaseCommand, CommandParser
 
 from memory import index
+from memory.measure import median_and_range, percentile
 from orca_memory.db.base import MMAP_SIZE, Driver, load_sqlite_vec
 
 K = 10
 SESSIONS_PER_AGENT = 20
 ROWS_PER_SESSION_BLOCK = 1000  # ids 1-999 are session 0 of every agent, 1000-1999 session 1...
 QUERY_AGENT = 0  # exists whatever --agents says
+INSERT_BATCH = 10_000  # vectors per transaction while filling; each batch's rate is one run
 
 
 @dataclass(frozen=True)
@@ -95,8 +98,27 @@ def _unit_vectors(rng: np.random.Generator, n: int, dimension: int) -> np.ndarra
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
-def _median_ms(samples: list[float]) -> float:
-    return statistics.median(samples) * 1000
+def _time(search: Callable[[np.ndarray], object], queries: np.ndarray) -> list[float]:
+    timings = []
+    for query in queries:
+        start = time.perf_counter()
+        search(query)
+        timings.append(time.perf_counter() - start)
+    return timings
+
+
+@dataclass
+class Figures:
+    """One row of the table: per-run medians and p95s (ms) and the fill's batch rates."""
+
+    label: str
+    medians: list[float] = field(default_factory=list)
+    p95s: list[float] = field(default_factory=list)
+    insert_rates: list[float] = field(default_factory=list)
+
+    def add_run(self, timings: list[float]) -> None:
+        self.medians.append(statistics.median(timings) * 1000)
+        self.p95s.append(percentile(timings, 0.95) * 1000)
 
 
 class Command(BaseCommand):
@@ -106,59 +128,68 @@ class Command(BaseCommand):
         parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
         parser.add_argument("--dims", type=int, nargs="+", default=[1024, 384])
         parser.add_argument("--agents", type=int, nargs="+", default=[10, 1])
-        parser.add_argument("--queries", type=int, default=30)
+        parser.add_argument("--queries", type=int, default=30, help="per run")
+        parser.add_argument("--runs", type=int, default=5, help="runs of the queries per row")
 
     def handle(self, *args: Any, **options: Any) -> None:
         rng = np.random.default_rng(7)
         self.stdout.write(
-            f"k={K}, {options['queries']} queries per row, sqlite-vec via {Driver.__name__}\n"
+            f"k={K}, {options['runs']} runs of {options['queries']} queries per row, "
+            f"sqlite-vec via {Driver.__name__}; median of the runs (lowest-highest run)\n"
         )
         self.stdout.write(
-            "| vectors | agents | dims | layout | insert vec/s | KNN ms (median) | p95 ms |"
+            "| vectors | agents | dims | layout | insert vec/s | KNN median ms | p95 ms | x numpy |"
         )
-        self.stdout.write("|---|---|---|---|---|---|---|")
+        self.stdout.write("|---|---|---|---|---|---|---|---|")
         for agents in options["agents"]:
             for dimension in options["dims"]:
                 for size in options["sizes"]:
                     vectors = _unit_vectors(rng, size, dimension)
                     queries = _unit_vectors(rng, options["queries"], dimension)
-                    self._bench_size(vectors, queries, agents)
+                    self._bench_size(vectors, queries, agents, options["runs"])
 
-    def _bench_size(self, vectors: np.ndarray, queries: np.ndarray, agents: int) -> None:
+    def _bench_size(self, vectors: np.ndarray, queries: np.ndarray, agents: int, runs: int) -> None:
         size, dimension = vectors.shape
         agent_of = np.arange(size) % agents
-        insert_rate: dict[str, float] = {}
-        with tempfile.TemporaryDirectory(prefix="orca-bench-") as folder:
-            for layout in _layouts(dimension):
-                # Layouts with the same DDL share one database, filled once.
-                path = Path(folder) / f"{len(insert_rate)}.db"
-                if layout.ddl not in insert_rate:
-                    conn = self._connect(path)
-                    insert_rate[layout.ddl] = self._fill(conn, layout, vectors, agent_of)
-                timings = []
-                for query in queries:
-                    params = (array("f", query).tobytes(), K, *layout.scope)
-                    start = time.perf_counter()
-                    rows = conn.execute(layout.knn, params).fetchall()
-                    timings.append(time.perf_counter() - start)
-                    assert len(rows) == K
-                p95 = sorted(timings)[int(0.95 * (len(timings) - 1))] * 1000
-                self.stdout.write(
-                    f"| {size:,} | {agents} | {dimension} | {layout.label} | "
-                    f"{insert_rate[layout.ddl]:,.0f} | "
-                    f"{_median_ms(timings):.2f} | {p95:.2f} |"
-                )
-            conn.close()
         own = vectors[agent_of == QUERY_AGENT]
-        timings = []
-        for query in queries:
-            start = time.perf_counter()
-            np.argpartition(-(own @ query), K)[:K]
-            timings.append(time.perf_counter() - start)
-        self.stdout.write(
-            f"| {size:,} | {agents} | {dimension} | numpy scan of the agent's {len(own):,} "
-            f"vectors | - | {_median_ms(timings):.2f} | - |"
-        )
+        layouts = _layouts(dimension)
+        rows = {layout.label: Figures(layout.label) for layout in layouts}
+        numpy_row = Figures(f"numpy scan of the agent's {len(own):,} vectors")
+        with tempfile.TemporaryDirectory(prefix="orca-bench-") as folder:
+            # Layouts with the same DDL share one database, filled once.
+            filled: dict[str, tuple[Any, list[float]]] = {}
+            for layout in layouts:
+                if layout.ddl not in filled:
+                    conn = self._connect(Path(folder) / f"{len(filled)}.db")
+                    filled[layout.ddl] = (conn, self._fill(conn, layout, vectors, agent_of))
+                rows[layout.label].insert_rates = filled[layout.ddl][1]
+            # Runs interleave the layouts, so a slow moment of the machine hits them all alike.
+            for _ in range(runs):
+                for layout in layouts:
+                    conn = filled[layout.ddl][0]
+                    knn = self._knn(conn, layout)
+                    rows[layout.label].add_run(_time(knn, queries))
+                numpy_row.add_run(_time(lambda q: np.argpartition(-(own @ q), K)[:K], queries))
+            for conn, _ in filled.values():
+                conn.close()
+        floor = statistics.median(numpy_row.medians)
+        for row in [*rows.values(), numpy_row]:
+            ratio = statistics.median(row.medians) / floor
+            inserts = median_and_range(row.insert_rates, 0) if row.insert_rates else "-"
+            self.stdout.write(
+                f"| {size:,} | {agents} | {dimension} | {row.label} | {inserts} | "
+                f"{median_and_range(row.medians)} | {statistics.median(row.p95s):.2f} | "
+                f"{ratio:.1f} |"
+            )
+
+    def _knn(self, conn: Any, layout: Layout) -> Callable[[np.ndarray], object]:
+        def search(query: np.ndarray) -> object:
+            params = (array("f", query).tobytes(), K, *layout.scope)
+            rows = conn.execute(layout.knn, params).fetchall()
+            assert len(rows) == K
+            return rows
+
+        return search
 
     def _connect(self, path: Path) -> Any:
         conn = Driver.connect(str(path), isolation_level=None)
@@ -169,16 +200,23 @@ class Command(BaseCommand):
             raise SystemExit(f"sqlite-vec is not available: {support.reason}")
         return conn
 
-    def _fill(self, conn: Any, layout: Layout, vectors: np.ndarray, agent_of: np.ndarray) -> float:
+    def _fill(
+        self, conn: Any, layout: Layout, vectors: np.ndarray, agent_of: np.ndarray
+    ) -> list[float]:
+        """Insert the vectors in batches of one transaction each; returns each batch's rate."""
         conn.execute(layout.ddl)
-        start = time.perf_counter()
-        conn.execute("BEGIN")
-        conn.executemany(
-            layout.insert,
-            (
-                layout.row(i + 1, int(agent_of[i]), array("f", vector).tobytes())
-                for i, vector in enumerate(vectors)
-            ),
-        )
-        conn.execute("COMMIT")
-        return len(vectors) / (time.perf_counter() - start)
+        rates = []
+        for first in range(0, len(vectors), INSERT_BATCH):
+            batch = vectors[first : first + INSERT_BATCH]
+            start = time.perf_counter()
+            conn.execute("BEGIN")
+            conn.executemany(
+                layout.insert,
+                (
+                    layout.row(first + i + 1, int(agent_of[first + i]), array("f", v).tobytes())
+                    for i, v in enumerate(batch)
+                ),
+            )
+            conn.execute("COMMIT")
+            rates.append(len(batch) / (time.perf_counter() - start))
+        return rates

@@ -2,8 +2,9 @@
 
 Starts gunicorn (as `make run` does) and the task worker on a temporary ORCA_HOME, then runs
 N clients, each its own agent, each storing M messages with a context request after every
-10th. Checks that every message is stored exactly once, that nothing answered 5xx and that
-no "database is locked" surfaced, and reports requests/s and latency percentiles.
+10th (or none: the ingest benchmark of `make bench`). Checks that every message is stored
+exactly once, that nothing answered 5xx and that no "database is locked" surfaced, and reports
+requests/s, messages/s, latency percentiles and memory; with several runs, their medians.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +28,7 @@ import httpx
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-CONTEXT_EVERY = 10
+from memory.measure import median_and_range, percentile
 
 
 def _free_port() -> int:
@@ -47,9 +50,28 @@ def _rss_mib(pid: int) -> float:
     return total + sum(_rss_mib(int(child)) for child in children)
 
 
-def _percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(share * len(ordered)))] * 1000
+@dataclass
+class Run:
+    """What one load run measured, and what it found wrong."""
+
+    seconds: float
+    latencies: list[float]
+    messages: int  # sent; the stored count is checked per agent
+    failures: list[str]
+    health: dict[str, Any]  # at the end of the load, before the servers stop
+    rss: tuple[float, float]  # server (gunicorn and its workers), task worker; MiB
+    hung: list[str]
+    stored: dict[str, int]  # per agent; negative when some text was stored twice
+    locked: int  # "database is locked" in the servers' logs
+
+    def problems(self, clients: int, per_client: int) -> list[str]:
+        found = [f"{path}: {problem}" for path, problem in self.failures[:10]]
+        found += [f"{command} did not stop within 60 s of SIGTERM" for command in self.hung]
+        if self.locked:
+            found.append(f"'database is locked' {self.locked} times in the logs")
+        if len(self.stored) != clients or any(n != per_client for n in self.stored.values()):
+            found.append(f"messages stored per agent: {self.stored}, expected {per_client} each")
+        return found
 
 
 class Command(BaseCommand):
@@ -59,10 +81,38 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--clients", type=int, default=8)
         parser.add_argument("--messages", type=int, default=500, help="per client")
+        parser.add_argument(
+            "--context-every",
+            type=int,
+            default=10,
+            help="a context request after every Nth message; 0 for none (ingest only)",
+        )
         parser.add_argument("--workers", type=int, default=2, help="gunicorn workers")
+        parser.add_argument("--runs", type=int, default=1, help="each on a new, empty home")
 
     def handle(self, *args: Any, **options: Any) -> None:
         logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
+        every = options["context_every"]
+        self.stdout.write(
+            f"{options['clients']} clients x {options['messages']} messages"
+            + (f" (+ a context request after every {every}th)" if every else " (ingest only)")
+            + f", gunicorn {options['workers']} workers + task worker"
+        )
+        runs = []
+        problems = []
+        for number in range(1, options["runs"] + 1):
+            run = self._run(options)
+            self._report(number, run)
+            runs.append(run)
+            problems += run.problems(options["clients"], options["messages"])
+        if len(runs) > 1:
+            self._report_medians(runs)
+        for problem in problems:
+            self.stdout.write(f"  {problem}")
+        if problems:
+            raise CommandError("the load test found lost, duplicated or failed requests")
+
+    def _run(self, options: dict[str, Any]) -> Run:
         with tempfile.TemporaryDirectory(prefix="orca-load-") as home:
             env = {**os.environ, "ORCA_HOME": home, "PYTHONUNBUFFERED": "1"}
             env.pop("ORCA_DB_PATH", None)
@@ -79,8 +129,11 @@ class Command(BaseCommand):
                 servers = self._start(env, port, options["workers"], out)
                 try:
                     self._wait_ready(port)
-                    results = self._load(port, keys, options["messages"])
-                    results["rss"] = [_rss_mib(process.pid) for process in servers]
+                    started = time.perf_counter()
+                    latencies, failures = self._load(port, keys, options)
+                    seconds = time.perf_counter() - started
+                    health = httpx.get(f"http://127.0.0.1:{port}/api/v1/health").json()
+                    web, worker = (_rss_mib(process.pid) for process in servers)
                 finally:
                     for process in servers:
                         process.send_signal(signal.SIGTERM)
@@ -88,11 +141,20 @@ class Command(BaseCommand):
                         try:
                             process.wait(timeout=60)
                         except subprocess.TimeoutExpired:
-                            process.kill()  # reported below: a graceful stop should not hang
+                            process.kill()  # reported: a graceful stop should not hang
                             hung.append(" ".join(process.args[-2:]))
-            results["hung"] = hung
             counts = self._manage(env, "shell", "-c", _COUNT_SCRIPT).strip().splitlines()[-1]
-            self._report(results, counts, log.read_text(), options)
+            return Run(
+                seconds=seconds,
+                latencies=latencies,
+                messages=options["clients"] * options["messages"],
+                failures=failures,
+                health=health,
+                rss=(web, worker),
+                hung=hung,
+                stored={a: int(n) for a, n in (item.split("=") for item in counts.split())},
+                locked=log.read_text().count("database is locked"),
+            )
 
     def _manage(self, env: dict[str, str], *args: str) -> str:
         result = subprocess.run(
@@ -142,10 +204,13 @@ class Command(BaseCommand):
                 time.sleep(0.3)
         raise CommandError("the server did not start within 60 s")
 
-    def _load(self, port: int, keys: list[str], messages: int) -> dict[str, Any]:
+    def _load(
+        self, port: int, keys: list[str], options: dict[str, Any]
+    ) -> tuple[list[float], list[tuple[str, str]]]:
         latencies: list[float] = []
-        failures: list[str] = []
+        failures: list[tuple[str, str]] = []
         lock = threading.Lock()
+        every = options["context_every"]
 
         def client(number: int, key: str) -> None:
             with httpx.Client(
@@ -153,10 +218,9 @@ class Command(BaseCommand):
                 headers={"Authorization": f"Bearer {key}"},
                 timeout=60,
             ) as http:
-                for i in range(messages):
+                for i in range(options["messages"]):
                     calls = [
                         (
-                            "post",
                             f"/sessions/s{number}/messages",
                             {
                                 "role": "user" if i % 2 == 0 else "assistant",
@@ -164,12 +228,12 @@ class Command(BaseCommand):
                             },
                         )
                     ]
-                    if i % CONTEXT_EVERY == CONTEXT_EVERY - 1:
-                        calls.append(("post", f"/sessions/s{number}/context", {"query": "测试"}))
-                    for method, path, body in calls:
+                    if every and i % every == every - 1:
+                        calls.append((f"/sessions/s{number}/context", {"query": "测试"}))
+                    for path, body in calls:
                         start = time.perf_counter()
                         try:
-                            response = http.request(method, path, json=body)
+                            response = http.post(path, json=body)
                             problem = (
                                 f"{response.status_code} {response.text[:200]}"
                                 if response.status_code >= 500
@@ -182,53 +246,49 @@ class Command(BaseCommand):
                         with lock:
                             latencies.append(elapsed)
                             if problem:
-                                failures.append(f"{path}: {problem}")
+                                failures.append((path, problem))
 
         threads = [threading.Thread(target=client, args=(n, k)) for n, k in enumerate(keys)]
-        started = time.perf_counter()
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
-        return {
-            "seconds": time.perf_counter() - started,
-            "latencies": latencies,
-            "failures": failures,
-        }
+        return latencies, failures
 
-    def _report(
-        self, results: dict[str, Any], counts: str, log: str, options: dict[str, Any]
-    ) -> None:
-        latencies = results["latencies"]
-        expected = options["messages"]
-        per_agent = dict(item.split("=") for item in counts.split())
-        wrong = {a: n for a, n in per_agent.items() if int(n) != expected}
-        locked = log.count("database is locked")
+    def _report(self, number: int, run: Run) -> None:
+        embedding = run.health["embedding"]
         self.stdout.write(
-            f"{options['clients']} clients x {expected} messages (+ a context call every "
-            f"{CONTEXT_EVERY}), gunicorn {options['workers']} workers + task worker"
+            f"run {number}: {len(run.latencies):,} requests in {run.seconds:.1f} s = "
+            f"{len(run.latencies) / run.seconds:.0f} req/s, "
+            f"{run.messages / run.seconds:.0f} messages/s; latency p50 "
+            f"{statistics.median(run.latencies) * 1000:.1f} ms, "
+            f"p95 {percentile(run.latencies, 0.95) * 1000:.1f} ms, "
+            f"p99 {percentile(run.latencies, 0.99) * 1000:.1f} ms"
         )
         self.stdout.write(
-            f"requests {len(latencies)} in {results['seconds']:.1f} s = "
-            f"{len(latencies) / results['seconds']:.0f} req/s; latency p50 "
-            f"{statistics.median(latencies) * 1000:.1f} ms, p95 {_percentile(latencies, 0.95):.1f} "
-            f"ms, p99 {_percentile(latencies, 0.99):.1f} ms"
+            f"  RSS after the load: server {run.rss[0]:,.0f} MiB, worker {run.rss[1]:,.0f} MiB; "
+            f"embedding provider {embedding['provider']}, {embedding['pending']} rows still "
+            f"to embed; 5xx or errors: {len(run.failures)}; 'database is locked' in logs: "
+            f"{run.locked}; stored per agent: "
+            + " ".join(f"{agent}={n}" for agent, n in run.stored.items())
         )
-        self.stdout.write(f"messages stored per agent: {counts}")
-        web, worker = results["rss"]
+
+    def _report_medians(self, runs: list[Run]) -> None:
+        def figure(measure: Callable[[Run], float], digits: int = 1) -> str:
+            return median_and_range([measure(run) for run in runs], digits)
+
+        self.stdout.write(f"median of {len(runs)} runs (lowest-highest run):")
         self.stdout.write(
-            f"memory (RSS) after the load: server {web:.0f} MiB, worker {worker:.0f} MiB"
+            f"  requests/s {figure(lambda r: len(r.latencies) / r.seconds, 0)}; "
+            f"messages/s {figure(lambda r: r.messages / r.seconds, 0)}; "
+            f"p50 {figure(lambda r: statistics.median(r.latencies) * 1000)} ms; "
+            f"p95 {figure(lambda r: percentile(r.latencies, 0.95) * 1000)} ms; "
+            f"p99 {figure(lambda r: percentile(r.latencies, 0.99) * 1000)} ms"
         )
         self.stdout.write(
-            f"5xx or errors: {len(results['failures'])}; 'database is locked' in logs: {locked}"
+            f"  RSS server {figure(lambda r: r.rss[0], 0)} MiB; "
+            f"worker {figure(lambda r: r.rss[1], 0)} MiB"
         )
-        for command in results["hung"]:
-            self.stdout.write(f"  {command} did not stop within 60 s of SIGTERM")
-        for failure in results["failures"][:10]:
-            self.stdout.write(f"  {failure}")
-        failed = results["failures"] or results["hung"] or wrong or locked
-        if failed or len(per_agent) != options["clients"]:
-            raise CommandError("the load test found lost, duplicated or failed requests")
 
 
 # Counts each agent's distinct message texts: a duplicate or a loss changes the count.
