@@ -50,13 +50,16 @@ browser:
 test: lint install-local browser
 	$(BIN)/python -m pytest
 
-bench: install
+# Figures for docs/BENCHMARKS.md, each the median of several runs. The ingest runs use the
+# default deployment (local model embedding in the worker), hence install-local.
+bench: install-local
 	$(BIN)/python manage.py bench_knn
 	$(BIN)/python manage.py bench_context
+	$(BIN)/python manage.py loadtest --context-every 0 --runs 3
 
 # Concurrent agents over HTTP against gunicorn + the worker, in a temporary ORCA_HOME.
-loadtest: install
-	$(BIN)/python manage.py loadtest
+loadtest: install-local
+	$(BIN)/python manage.py loadtest --runs 3
 
 # Evidence recall on the LoCoMo data beside the project (docs/EVALUATION.md).
 LOCOMO ?= ../shared/data/locomo

@@ -1,0 +1,27 @@
+"""`make loadtest` in small: concurrent agents over HTTP against gunicorn and the task worker.
+
+The full run (8 agents x 500 messages) is `make loadtest`; this one keeps its guarantees in
+`make test`: every message stored exactly once, no 5xx, no "database is locked".
+"""
+
+from __future__ import annotations
+
+from tests.helpers import manage
+
+
+def test_concurrent_agents_over_http_store_every_message_exactly_once(tmp_path):
+    result = manage(
+        tmp_path,
+        "loadtest",
+        "--clients",
+        "4",
+        "--messages",
+        "40",
+        "--context-every",
+        "5",
+        check=False,
+    )
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "stored per agent: load-0=40 load-1=40 load-2=40 load-3=40" in result.stdout
+    assert "5xx or errors: 0; 'database is locked' in logs: 0" in result.stdout
