@@ -28,7 +28,7 @@ K = 10
 SESSIONS_PER_AGENT = 20
 ROWS_PER_SESSION_BLOCK = 1000  # ids 1-999 are session 0 of every agent, 1000-1999 session 1...
 QUERY_AGENT = 0  # exists whatever --agents says
-INSERT_BATCH = 10_000  # vectors per transaction while filling; each batch's rate is one run
+INSERT_RUNS = 10  # the fill goes in this many transactions; each one's rate is one run
 
 
 @dataclass(frozen=True)
@@ -206,8 +206,9 @@ class Command(BaseCommand):
         """Insert the vectors in batches of one transaction each; returns each batch's rate."""
         conn.execute(layout.ddl)
         rates = []
-        for first in range(0, len(vectors), INSERT_BATCH):
-            batch = vectors[first : first + INSERT_BATCH]
+        per_batch = max(1, len(vectors) // INSERT_RUNS)
+        for first in range(0, len(vectors), per_batch):
+            batch = vectors[first : first + per_batch]
             start = time.perf_counter()
             conn.execute("BEGIN")
             conn.executemany(
