@@ -24,6 +24,7 @@ from memory.models import (
 )
 from memory.tokens import estimate_tokens
 from memory.validation import InvalidInput, check_content, check_identifier
+from memory.vectors import delete_with_vectors
 
 
 def _actor(request: HttpRequest) -> str:
@@ -55,8 +56,18 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
+class WithVectorsAdmin(admin.ModelAdmin):
+    """Rows that have vectors: deleting one deletes its vector too."""
+
+    def delete_model(self, request: HttpRequest, obj: Model) -> None:
+        delete_with_vectors(type(obj)._default_manager.filter(pk=obj.pk))
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        delete_with_vectors(queryset)
+
+
 @admin.register(MainMessage)
-class MainMessageAdmin(admin.ModelAdmin):
+class MainMessageAdmin(WithVectorsAdmin):
     list_display = [
         "id",
         "agent_id",
@@ -90,7 +101,7 @@ class MainMessageAdmin(admin.ModelAdmin):
 
 
 @admin.register(ShortTermMemory)
-class ShortTermMemoryAdmin(admin.ModelAdmin):
+class ShortTermMemoryAdmin(WithVectorsAdmin):
     list_display = ["id", "agent_id", "session_id", "content", "confidence", "updated_at"]
     list_filter = ["agent_id", "has_embedding"]
     search_fields = ["session_id", "content"]

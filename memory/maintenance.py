@@ -23,7 +23,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from memory import index, memories, tasks
+from memory import memories, tasks
 from memory.llm import LLMError, configured_chat
 from memory.models import (
     ConsolidationRun,
@@ -35,6 +35,7 @@ from memory.models import (
     Role,
     ShortTermMemory,
 )
+from memory.vectors import delete_with_vectors
 
 logger = logging.getLogger(__name__)
 
@@ -150,9 +151,7 @@ def _keep_newest_summaries(agent_id: str, session_id: str) -> None:
         summaries.order_by("-created_at", "-id").values_list("id", flat=True)[SUMMARIES_KEPT:]
     )
     if old:
-        if index.vector_status().enabled:
-            index.vector_delete(index.SUMMARY_VECTORS, old)
-        ShortTermMemory.objects.filter(pk__in=old).delete()
+        delete_with_vectors(ShortTermMemory.objects.filter(pk__in=old))
 
 
 def turns_in_session(agent_id: str, session_id: str) -> int:

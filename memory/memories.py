@@ -16,6 +16,7 @@ from django.utils import timezone
 from memory import index, tasks
 from memory.models import LongTermMemory, LongTermMemoryHistory, MemoryAction, MemoryType
 from memory.validation import InvalidInput, check_content, check_identifier
+from memory.vectors import delete_with_vectors
 
 # A text query ranks at most this many matches; enough for a person paging through results.
 MAX_QUERY_MATCHES = 1000
@@ -119,10 +120,8 @@ def memory_expire(
 
 def memory_delete(memory: LongTermMemory, *, actor: str) -> None:
     with transaction.atomic():
-        if index.vector_status().enabled:
-            index.vector_delete(index.MEMORY_VECTORS, [memory.pk])
         _history(memory, MemoryAction.DELETE, actor, old_content=memory.content)
-        memory.delete()
+        delete_with_vectors(LongTermMemory.objects.filter(pk=memory.pk))
 
 
 def memories_of(

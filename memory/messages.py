@@ -14,10 +14,11 @@ from django.db import transaction
 from django.db.models import Count, Max, Min, QuerySet
 from django.utils import timezone
 
-from memory import index, jsonl, tasks
+from memory import jsonl, tasks
 from memory.models import MainMessage, MessageType, Role, ShortTermMemory
 from memory.tokens import estimate_tokens
 from memory.validation import InvalidInput, check_content, check_identifier, check_metadata
+from memory.vectors import delete_with_vectors
 
 
 def message_add(
@@ -111,14 +112,11 @@ def session_delete(*, agent_id: str, session_id: str) -> SessionDeleted:
     Long-term memories learnt from the session stay: they belong to the agent, not the session.
     """
     with transaction.atomic():
-        messages = MainMessage.objects.filter(agent_id=agent_id, session_id=session_id)
-        summaries = ShortTermMemory.objects.filter(agent_id=agent_id, session_id=session_id)
-        message_ids = list(messages.values_list("id", flat=True))
-        summary_ids = list(summaries.values_list("id", flat=True))
-        if index.vector_status().enabled:
-            index.vector_delete(index.MESSAGE_VECTORS, message_ids)
-            index.vector_delete(index.SUMMARY_VECTORS, summary_ids)
-        summaries.delete()
+        summaries = delete_with_vectors(
+            ShortTermMemory.objects.filter(agent_id=agent_id, session_id=session_id)
+        )
         # Sub-agent rows go by the database's ON DELETE CASCADE, FTS rows by triggers.
-        messages.delete()
-    return SessionDeleted(messages=len(message_ids), summaries=len(summary_ids))
+        messages = delete_with_vectors(
+            MainMessage.objects.filter(agent_id=agent_id, session_id=session_id)
+        )
+    return SessionDeleted(messages=messages, summaries=summaries)

@@ -192,6 +192,18 @@ SOURCES = (
 )
 
 
+def delete_with_vectors(rows: QuerySet[Any]) -> int:
+    """Delete rows of a source (messages, summaries or memories) with their vectors, in one
+    transaction: a vector left behind would still take one of a KNN's k places."""
+    (source,) = [source for source in SOURCES if source.model is rows.model]
+    with transaction.atomic():
+        ids = list(rows.values_list("pk", flat=True))
+        if index.vector_status().enabled:
+            index.vector_delete(source.table, ids)
+        rows.delete()
+    return len(ids)
+
+
 def pending_count() -> int:
     """Rows of every source still waiting for their vector."""
     return sum(source.pending().count() for source in SOURCES)

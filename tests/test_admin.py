@@ -10,8 +10,9 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.urls import reverse
 
+from memory import index, vectors
 from memory.memories import memory_expire
-from memory.models import LongTermMemory, LongTermMemoryHistory, MainMessage
+from memory.models import LongTermMemory, LongTermMemoryHistory, MainMessage, ShortTermMemory
 
 pytestmark = pytest.mark.django_db
 
@@ -180,3 +181,29 @@ def test_editing_a_messages_text_recounts_its_tokens_and_asks_for_a_new_vector(
         17,  # 11 CJK characters x 1.5 + 2 punctuation marks / 4
         False,
     )
+
+
+def test_deleting_messages_and_summaries_in_the_admin_deletes_their_vectors(
+    admin_client, conversation, fake_embedder
+):
+    def stored(table: index.VectorTable) -> set[int]:
+        probe = fake_embedder.embed(["probe"])[0]
+        return {hit.id for hit in index.knn(table, agent_id="agent-a", embedding=probe, k=4096)}
+
+    vectors.embed_pending()
+    ask, reply, summary = conversation.ask, conversation.reply, conversation.summary
+    assert {ask.pk, reply.pk} <= stored(index.MESSAGE_VECTORS)
+    assert summary.pk in stored(index.SUMMARY_VECTORS)
+
+    confirm = {"post": "yes"}
+    admin_client.post(reverse("admin:memory_mainmessage_delete", args=[ask.pk]), confirm)
+    admin_client.post(
+        reverse("admin:memory_mainmessage_changelist"),
+        {"action": "delete_selected", "_selected_action": [reply.pk], **confirm},
+    )
+    admin_client.post(reverse("admin:memory_shorttermmemory_delete", args=[summary.pk]), confirm)
+
+    assert not MainMessage.objects.filter(pk__in=[ask.pk, reply.pk]).exists()
+    assert not ShortTermMemory.objects.filter(pk=summary.pk).exists()
+    assert stored(index.MESSAGE_VECTORS).isdisjoint({ask.pk, reply.pk})
+    assert summary.pk not in stored(index.SUMMARY_VECTORS)
