@@ -191,6 +191,9 @@ WORKER_COMMAND = next(
     for line in (ROOT / "Procfile").read_text().splitlines()
     if line.startswith("worker:")
 ).replace("python ", f"{sys.executable} ")
+PRUNE_COMMAND = next(
+    part.strip() for part in WORKER_COMMAND.split("&&") if "prune_db_task_results" in part
+)
 STORE_30 = (
     "from memory.messages import message_add\n"
     "for i in range(30): message_add(agent_id='a1', session_id='s1', role='user', "
@@ -258,3 +261,35 @@ def test_a_failing_chat_model_falls_back_to_the_offline_summary_then_recovers(mo
         assert maintenance.summarize_turn(reply).content == "用户想喝茶。"  # the model is back
     finally:
         server.shutdown()
+
+
+SEED_TASK_RESULTS = """
+from datetime import timedelta
+from django.utils import timezone
+from django_tasks_db.models import DBTaskResult
+now = timezone.now()
+for status, days in [("SUCCESSFUL", 20), ("FAILED", 20), ("SUCCESSFUL", 1), ("READY", None)]:
+    DBTaskResult.objects.create(
+        status=status,
+        finished_at=None if days is None else now - timedelta(days=days),
+        args_kwargs={"args": [], "kwargs": {}},
+        task_path="memory.tasks.embed_pending_task",
+        backend_name="default",
+        run_after=now,
+        exception_class_path="",
+        traceback="",
+    )
+"""
+TASK_STATUSES = (
+    "from django_tasks_db.models import DBTaskResult; "
+    "print(sorted(DBTaskResult.objects.values_list('status', flat=True)))"
+)
+
+
+def test_the_worker_drops_task_records_finished_over_two_weeks_ago_at_start(tmp_path):
+    manage(tmp_path, "migrate", "--no-input")
+    manage(tmp_path, "shell", "-c", SEED_TASK_RESULTS)
+
+    subprocess.run(PRUNE_COMMAND, shell=True, cwd=ROOT, env=service_env(tmp_path), check=True)
+
+    assert last_line(manage(tmp_path, "shell", "-c", TASK_STATUSES)) == "['READY', 'SUCCESSFUL']"
