@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.text import Truncator
 
-from memory import tasks
+from memory import index, tasks
 from memory.auth import api_key_create, api_key_revoke
 from memory.memories import memory_create, memory_delete, memory_expire, memory_update
 from memory.models import (
@@ -92,12 +92,16 @@ class MainMessageAdmin(WithVectorsAdmin):
         return reverse("session", args=[obj.agent_id, obj.session_id]) + f"#message-{obj.pk}"
 
     def save_model(self, request: HttpRequest, obj: MainMessage, form: Any, change: bool) -> None:
-        # Derived fields follow an edited text: its token count, and a new vector.
-        if "content" in form.changed_data:
+        # Derived data follow an edited text: its token count, a new vector, and the lexical
+        # context of the two messages after it.
+        edited = "content" in form.changed_data
+        if edited:
             obj.token_count = estimate_tokens(obj.content)
             obj.has_embedding = False
             transaction.on_commit(tasks.schedule_embedding, robust=True)
         super().save_model(request, obj, form, change)
+        if edited:
+            index.refresh_following_context(obj.pk)
 
 
 @admin.register(ShortTermMemory)

@@ -423,8 +423,8 @@ def lexical_trigger_sql(table: LexicalTable) -> list[tuple[str, str]]:
 
     Django's SQLite schema editor rebuilds a table for most field changes, which drops its
     triggers: a migration that alters a source table must create them again (see 0005).
-    `ctx` is computed when a row is inserted or updated; editing a message does not refresh
-    the `ctx` of the messages after it.
+    `ctx` is computed when a row is inserted or updated; after editing a message's text,
+    `refresh_following_context` refreshes the `ctx` of the messages after it.
     """
     columns = [*TEXT_COLUMNS, *table.scopes]
     name, source = _q(table.name), _q(table.source)
@@ -460,6 +460,22 @@ def lexical_trigger_sql(table: LexicalTable) -> list[tuple[str, str]]:
             f"DROP TRIGGER {trigger[2]}",
         ),
     ]
+
+
+def refresh_following_context(message_id: int, *, using: str = "default") -> None:
+    """Re-index the two messages after this one in its session, whose `ctx` holds its text.
+
+    Setting their content to itself fires the FTS update trigger, which recomputes `ctx`.
+    """
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            "UPDATE main_messages SET content = content WHERE id IN ("
+            "SELECT n.id FROM main_messages AS n JOIN main_messages AS m "
+            "ON n.agent_id = m.agent_id AND n.session_id = m.session_id "
+            "WHERE m.id = %s AND (n.timestamp, n.id) > (m.timestamp, m.id) "
+            "ORDER BY n.timestamp, n.id LIMIT 2)",
+            [message_id],
+        )
 
 
 def _phrase(term: str) -> str:

@@ -12,6 +12,7 @@ from django.urls import reverse
 
 from memory import index, vectors
 from memory.memories import memory_expire
+from memory.messages import message_add
 from memory.models import LongTermMemory, LongTermMemoryHistory, MainMessage, ShortTermMemory
 
 pytestmark = pytest.mark.django_db
@@ -162,19 +163,23 @@ def test_ensure_admin_creates_a_superuser_once(client):
     assert get_user_model().objects.count() == 1
 
 
+def edit_message(admin_client, message: MainMessage, content: str) -> None:
+    url = reverse("admin:memory_mainmessage_change", args=[message.pk])
+    form = admin_client.get(url).context["adminform"].form
+    data = {name: form.initial.get(name) or "" for name in form.fields}
+    data.update(content=content, metadata="null")
+    response = admin_client.post(url, data)
+    assert response.status_code == 302, response.content[:500]
+
+
 def test_editing_a_messages_text_recounts_its_tokens_and_asks_for_a_new_vector(
     admin_client, conversation
 ):
     message = conversation.ask
     MainMessage.objects.filter(pk=message.pk).update(has_embedding=True)
-    url = reverse("admin:memory_mainmessage_change", args=[message.pk])
-    form = admin_client.get(url).context["adminform"].form
-    data = {name: form.initial.get(name) or "" for name in form.fields}
-    data.update(content="我喜欢喝红茶，不喜欢绿茶。", metadata="null")
 
-    response = admin_client.post(url, data)
+    edit_message(admin_client, message, "我喜欢喝红茶，不喜欢绿茶。")
 
-    assert response.status_code == 302, response.content[:500]
     message.refresh_from_db()
     assert (message.content, message.token_count, message.has_embedding) == (
         "我喜欢喝红茶，不喜欢绿茶。",
@@ -207,3 +212,25 @@ def test_deleting_messages_and_summaries_in_the_admin_deletes_their_vectors(
     assert not ShortTermMemory.objects.filter(pk=summary.pk).exists()
     assert stored(index.MESSAGE_VECTORS).isdisjoint({ask.pk, reply.pk})
     assert summary.pk not in stored(index.SUMMARY_VECTORS)
+
+
+def test_editing_a_messages_text_refreshes_the_context_of_the_replies_after_it(admin_client):
+    def say(role: str, content: str) -> MainMessage:
+        return message_add(agent_id="a1", session_id="s1", role=role, content=content)
+
+    question = say("user", "Did you visit the aquarium yesterday?")
+    answer = say("assistant", "Yes, it was wonderful.")
+    say("user", "Great to hear.")
+    third = say("assistant", "We should go again.")  # out of the question's context
+
+    def found(query: str) -> set[int]:
+        hits = index.lexical_search(index.MESSAGE_TEXT, agent_id="a1", query=query, k=10)
+        return {hit.id for hit in hits}
+
+    assert answer.pk in found("aquarium") and third.pk not in found("aquarium")
+
+    edit_message(admin_client, question, "Did you visit the planetarium yesterday?")
+
+    assert found("aquarium") == set()
+    assert {question.pk, answer.pk} <= found("planetarium")
+    assert third.pk not in found("planetarium")
