@@ -91,17 +91,34 @@ class MainMessageAdmin(WithVectorsAdmin):
     def view_on_site(self, obj: MainMessage) -> str:
         return reverse("session", args=[obj.agent_id, obj.session_id]) + f"#message-{obj.pk}"
 
+    def get_readonly_fields(self, request: HttpRequest, obj: Model | None = None) -> list[str]:
+        # Who said it, where: the record of a conversation. Moving a message to another agent
+        # or session would also leave its vector in the old agent's partition.
+        fixed = ["agent_id", "session_id", "role"] if obj is not None else []
+        return [*fixed, *self.readonly_fields]
+
     def save_model(self, request: HttpRequest, obj: MainMessage, form: Any, change: bool) -> None:
-        # Derived data follow an edited text: its token count, a new vector, and the lexical
-        # context of the two messages after it.
-        edited = "content" in form.changed_data
-        if edited:
+        if not change:
             obj.token_count = estimate_tokens(obj.content)
+            super().save_model(request, obj, form, change)
+            return
+        # Derived data follow an edit: the token count follows the text; the vector follows
+        # the text, the speaker (metadata) and msg_type (a filter stored with it); the lexical
+        # index of the message and of the two after it follows the text and the speaker.
+        fields = set(form.changed_data)
+        if "content" in fields:
+            obj.token_count = estimate_tokens(obj.content)
+            fields.add("token_count")
+        if fields & {"content", "metadata", "msg_type"}:
             obj.has_embedding = False
+            fields.add("has_embedding")
             transaction.on_commit(tasks.schedule_embedding, robust=True)
-        super().save_model(request, obj, form, change)
-        if edited:
-            index.refresh_following_context(obj.pk)
+        # Only what changed is written. Rewriting the timestamp would change its text (SQLite's
+        # default writes milliseconds, Python microseconds), and with it its order among
+        # messages stored in the same millisecond.
+        obj.save(update_fields=sorted(fields))
+        if fields & {"content", "metadata"}:
+            index.refresh_lexical_index(obj.pk)
 
 
 @admin.register(ShortTermMemory)

@@ -163,11 +163,11 @@ def test_ensure_admin_creates_a_superuser_once(client):
     assert get_user_model().objects.count() == 1
 
 
-def edit_message(admin_client, message: MainMessage, content: str) -> None:
+def edit_message(admin_client, message: MainMessage, content: str, metadata: str = "null") -> None:
     url = reverse("admin:memory_mainmessage_change", args=[message.pk])
     form = admin_client.get(url).context["adminform"].form
     data = {name: form.initial.get(name) or "" for name in form.fields}
-    data.update(content=content, metadata="null")
+    data.update(content=content, metadata=metadata)
     response = admin_client.post(url, data)
     assert response.status_code == 302, response.content[:500]
 
@@ -234,3 +234,18 @@ def test_editing_a_messages_text_refreshes_the_context_of_the_replies_after_it(a
     assert found("aquarium") == set()
     assert {question.pk, answer.pk} <= found("planetarium")
     assert third.pk not in found("planetarium")
+
+
+def test_a_message_keeps_who_said_it_where_and_a_new_speaker_is_indexed(admin_client):
+    message = message_add(agent_id="a1", session_id="s1", role="user", content="I adopted a puppy.")
+    MainMessage.objects.filter(pk=message.pk).update(has_embedding=True)
+    url = reverse("admin:memory_mainmessage_change", args=[message.pk])
+    form = admin_client.get(url).context["adminform"].form
+    assert not {"agent_id", "session_id", "role"} & set(form.fields)
+
+    edit_message(admin_client, message, message.content, metadata='{"speaker": "Melanie"}')
+
+    hits = index.lexical_search(index.MESSAGE_TEXT, agent_id="a1", query="Melanie", k=10)
+    assert [hit.id for hit in hits] == [message.pk]
+    message.refresh_from_db()
+    assert (message.metadata, message.has_embedding) == ({"speaker": "Melanie"}, False)
