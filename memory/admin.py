@@ -57,7 +57,13 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 
 class WithVectorsAdmin(admin.ModelAdmin):
-    """Rows that have vectors: deleting one deletes its vector too."""
+    """Rows that have vectors: their scope is fixed once stored (a vector cannot move to another
+    agent's partition), and deleting a row deletes its vector too."""
+
+    fixed_fields: tuple[str, ...] = ("agent_id", "session_id")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Model | None = None) -> list[str]:
+        return [*(self.fixed_fields if obj is not None else ()), *self.readonly_fields]
 
     def delete_model(self, request: HttpRequest, obj: Model) -> None:
         delete_with_vectors(type(obj)._default_manager.filter(pk=obj.pk))
@@ -82,6 +88,7 @@ class MainMessageAdmin(WithVectorsAdmin):
     list_filter = ["agent_id", "role", "msg_type", "has_embedding"]
     search_fields = ["session_id", "content"]
     readonly_fields = ["token_count", "has_embedding", "timestamp"]
+    fixed_fields = ("agent_id", "session_id", "role")  # who said it, where: the record
     actions = [reembed]
 
     @admin.display(description="content")
@@ -90,12 +97,6 @@ class MainMessageAdmin(WithVectorsAdmin):
 
     def view_on_site(self, obj: MainMessage) -> str:
         return reverse("session", args=[obj.agent_id, obj.session_id]) + f"#message-{obj.pk}"
-
-    def get_readonly_fields(self, request: HttpRequest, obj: Model | None = None) -> list[str]:
-        # Who said it, where: the record of a conversation. Moving a message to another agent
-        # or session would also leave its vector in the old agent's partition.
-        fixed = ["agent_id", "session_id", "role"] if obj is not None else []
-        return [*fixed, *self.readonly_fields]
 
     def save_model(self, request: HttpRequest, obj: MainMessage, form: Any, change: bool) -> None:
         if not change:
@@ -128,6 +129,14 @@ class ShortTermMemoryAdmin(WithVectorsAdmin):
     search_fields = ["session_id", "content"]
     readonly_fields = ["has_embedding", "created_at"]
     actions = [reembed]
+
+    def save_model(
+        self, request: HttpRequest, obj: ShortTermMemory, form: Any, change: bool
+    ) -> None:
+        if change and "content" in form.changed_data:
+            obj.has_embedding = False  # the vector follows the text
+            transaction.on_commit(tasks.schedule_embedding, robust=True)
+        super().save_model(request, obj, form, change)
 
 
 class ExpiryFilter(admin.SimpleListFilter):

@@ -249,3 +249,21 @@ def test_a_message_keeps_who_said_it_where_and_a_new_speaker_is_indexed(admin_cl
     assert [hit.id for hit in hits] == [message.pk]
     message.refresh_from_db()
     assert (message.metadata, message.has_embedding) == ({"speaker": "Melanie"}, False)
+
+
+def test_a_summary_keeps_its_scope_and_an_edited_text_asks_for_a_new_vector(
+    admin_client, conversation
+):
+    summary = conversation.summary
+    ShortTermMemory.objects.filter(pk=summary.pk).update(has_embedding=True)
+    url = reverse("admin:memory_shorttermmemory_change", args=[summary.pk])
+    form = admin_client.get(url).context["adminform"].form
+    assert not {"agent_id", "session_id"} & set(form.fields)
+    data = {name: form.initial.get(name) or "" for name in form.fields}
+    data.update(content="The user asked how to deploy Django with gunicorn.")
+
+    response = admin_client.post(url, data)
+
+    assert response.status_code == 302, response.content[:500]
+    summary.refresh_from_db()
+    assert summary.content.endswith("with gunicorn.") and summary.has_embedding is False
