@@ -119,7 +119,19 @@ class MainMessageAdmin(WithVectorsAdmin):
         # messages stored in the same millisecond.
         obj.save(update_fields=sorted(fields))
         if fields & {"content", "metadata"}:
-            index.refresh_lexical_index(obj.pk)
+            index.reindex_messages([obj.pk, *index.messages_after(obj.pk)])
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[MainMessage]) -> None:
+        # The messages after a deleted one hold its text in their `ctx`: it must go from there
+        # too, or the deleted text would still be found through them.
+        with transaction.atomic():
+            ids = set(queryset.values_list("pk", flat=True))
+            after = {n for pk in ids for n in index.messages_after(pk)} - ids
+            delete_with_vectors(queryset)
+            index.reindex_messages(sorted(after))
+
+    def delete_model(self, request: HttpRequest, obj: MainMessage) -> None:
+        self.delete_queryset(request, MainMessage.objects.filter(pk=obj.pk))
 
 
 @admin.register(ShortTermMemory)

@@ -423,8 +423,8 @@ def lexical_trigger_sql(table: LexicalTable) -> list[tuple[str, str]]:
 
     Django's SQLite schema editor rebuilds a table for most field changes, which drops its
     triggers: a migration that alters a source table must create them again (see 0005).
-    `ctx` is computed when a row is inserted or updated; after editing a message's text or
-    speaker, `refresh_lexical_index` refreshes it and the `ctx` of the messages after it.
+    `ctx` is computed when a row is inserted or updated; when a message's text or speaker is
+    edited or the message deleted, `reindex_messages` refreshes the rows it appears in.
     """
     columns = [*TEXT_COLUMNS, *table.scopes]
     name, source = _q(table.name), _q(table.source)
@@ -462,20 +462,29 @@ def lexical_trigger_sql(table: LexicalTable) -> list[tuple[str, str]]:
     ]
 
 
-def refresh_lexical_index(message_id: int, *, using: str = "default") -> None:
-    """Re-index a message and the two after it in its session, whose `ctx` holds its text.
-
-    For edits the triggers do not watch (the speaker in `metadata`) or cannot see (the `ctx`
-    of other rows). Setting content to itself fires the FTS update trigger on each row.
-    """
+def messages_after(message_id: int, *, using: str = "default") -> list[int]:
+    """The two messages after this one in its session: those whose `ctx` holds its text."""
     with connections[using].cursor() as cursor:
         cursor.execute(
-            "UPDATE main_messages SET content = content WHERE id IN ("
             "SELECT n.id FROM main_messages AS n JOIN main_messages AS m "
             "ON n.agent_id = m.agent_id AND n.session_id = m.session_id "
-            "WHERE m.id = %s AND (n.timestamp, n.id) >= (m.timestamp, m.id) "
-            "ORDER BY n.timestamp, n.id LIMIT 3)",
+            "WHERE m.id = %s AND (n.timestamp, n.id) > (m.timestamp, m.id) "
+            "ORDER BY n.timestamp, n.id LIMIT 2",
             [message_id],
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def reindex_messages(message_ids: Iterable[int], *, using: str = "default") -> None:
+    """Recompute the FTS rows of these messages, `ctx` included.
+
+    For changes the triggers do not watch (the speaker in `metadata`) or cannot see (another
+    message's text in `ctx`). Setting content to itself fires the update trigger on each row.
+    """
+    with connections[using].cursor() as cursor:
+        cursor.executemany(
+            "UPDATE main_messages SET content = content WHERE id = %s",
+            [[i] for i in message_ids],
         )
 
 

@@ -214,18 +214,20 @@ def test_deleting_messages_and_summaries_in_the_admin_deletes_their_vectors(
     assert summary.pk not in stored(index.SUMMARY_VECTORS)
 
 
-def test_editing_a_messages_text_refreshes_the_context_of_the_replies_after_it(admin_client):
-    def say(role: str, content: str) -> MainMessage:
-        return message_add(agent_id="a1", session_id="s1", role=role, content=content)
+def say(role: str, content: str) -> MainMessage:
+    return message_add(agent_id="a1", session_id="s1", role=role, content=content)
 
+
+def found(query: str) -> set[int]:
+    hits = index.lexical_search(index.MESSAGE_TEXT, agent_id="a1", query=query, k=10)
+    return {hit.id for hit in hits}
+
+
+def test_editing_a_messages_text_refreshes_the_context_of_the_replies_after_it(admin_client):
     question = say("user", "Did you visit the aquarium yesterday?")
     answer = say("assistant", "Yes, it was wonderful.")
     say("user", "Great to hear.")
     third = say("assistant", "We should go again.")  # out of the question's context
-
-    def found(query: str) -> set[int]:
-        hits = index.lexical_search(index.MESSAGE_TEXT, agent_id="a1", query=query, k=10)
-        return {hit.id for hit in hits}
 
     assert answer.pk in found("aquarium") and third.pk not in found("aquarium")
 
@@ -245,8 +247,7 @@ def test_a_message_keeps_who_said_it_where_and_a_new_speaker_is_indexed(admin_cl
 
     edit_message(admin_client, message, message.content, metadata='{"speaker": "Melanie"}')
 
-    hits = index.lexical_search(index.MESSAGE_TEXT, agent_id="a1", query="Melanie", k=10)
-    assert [hit.id for hit in hits] == [message.pk]
+    assert found("Melanie") == {message.pk}
     message.refresh_from_db()
     assert (message.metadata, message.has_embedding) == ({"speaker": "Melanie"}, False)
 
@@ -267,3 +268,18 @@ def test_a_summary_keeps_its_scope_and_an_edited_text_asks_for_a_new_vector(
     assert response.status_code == 302, response.content[:500]
     summary.refresh_from_db()
     assert summary.content.endswith("with gunicorn.") and summary.has_embedding is False
+
+
+def test_a_message_deleted_in_the_admin_is_no_longer_found_through_the_replies_after_it(
+    admin_client,
+):
+    question = say("user", "Did you visit the aquarium yesterday?")
+    answer = say("assistant", "Yes, it was wonderful.")
+    assert found("aquarium") == {question.pk, answer.pk}
+
+    admin_client.post(
+        reverse("admin:memory_mainmessage_delete", args=[question.pk]), {"post": "yes"}
+    )
+
+    assert found("aquarium") == set()
+    assert found("wonderful") == {answer.pk}
