@@ -239,7 +239,7 @@ def test_editing_a_messages_text_refreshes_the_context_of_the_replies_after_it(a
 
 
 def test_a_message_keeps_who_said_it_where_and_a_new_speaker_is_indexed(admin_client):
-    message = message_add(agent_id="a1", session_id="s1", role="user", content="I adopted a puppy.")
+    message = say("user", "I adopted a puppy.")
     MainMessage.objects.filter(pk=message.pk).update(has_embedding=True)
     url = reverse("admin:memory_mainmessage_change", args=[message.pk])
     form = admin_client.get(url).context["adminform"].form
