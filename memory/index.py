@@ -69,19 +69,20 @@ VECTOR_TABLES = (MESSAGE_VECTORS, SUMMARY_VECTORS, MEMORY_VECTORS)
 # A message is indexed with its date and speaker, and - in `ctx` - with the two messages
 # before it in its session: an answer often shares no word with the question, but the turn it
 # answers does. On LoCoMo this took evidence recall@10 from 0.46 to 0.74 (docs/EVALUATION.md).
-_PREVIOUS_TWO = (
+CONTEXT_MESSAGES = 2
+_PREVIOUS_MESSAGES = (
     "(SELECT group_concat(orca_message_label(NULL, p.role, p.metadata) || p.content, char(10)) "
     "FROM (SELECT role, metadata, content FROM main_messages AS p "
     "WHERE p.agent_id = {r}.agent_id AND p.session_id = {r}.session_id "
     "AND (p.timestamp, p.id) < ({r}.timestamp, {r}.id) "
-    "ORDER BY p.timestamp DESC, p.id DESC LIMIT 2) AS p)"
+    f"ORDER BY p.timestamp DESC, p.id DESC LIMIT {CONTEXT_MESSAGES}) AS p)"
 )
 MESSAGE_TEXT = LexicalTable(
     "fts_main_messages",
     "main_messages",
     ("agent_id", "session_id"),
     body="orca_message_label({r}.timestamp, {r}.role, {r}.metadata) || {r}.content",
-    context=f"orca_fts_terms({_PREVIOUS_TWO})",
+    context=f"orca_fts_terms({_PREVIOUS_MESSAGES})",
     filterable=("role", "msg_type", "timestamp"),
 )
 SUMMARY_TEXT = LexicalTable(
@@ -463,14 +464,14 @@ def lexical_trigger_sql(table: LexicalTable) -> list[tuple[str, str]]:
 
 
 def messages_after(message_id: int, *, using: str = "default") -> list[int]:
-    """The two messages after this one in its session: those whose `ctx` holds its text."""
+    """The messages after this one in its session whose `ctx` holds its text."""
     with connections[using].cursor() as cursor:
         cursor.execute(
             "SELECT n.id FROM main_messages AS n JOIN main_messages AS m "
             "ON n.agent_id = m.agent_id AND n.session_id = m.session_id "
             "WHERE m.id = %s AND (n.timestamp, n.id) > (m.timestamp, m.id) "
-            "ORDER BY n.timestamp, n.id LIMIT 2",
-            [message_id],
+            "ORDER BY n.timestamp, n.id LIMIT %s",
+            [message_id, CONTEXT_MESSAGES],
         )
         return [row[0] for row in cursor.fetchall()]
 
