@@ -56,6 +56,20 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
+def _save_edit(obj: MainMessage | ShortTermMemory, fields: set[str], *, embedded: set[str]) -> None:
+    """Write an edited row's changed fields; when what is embedded changed, queue a new vector.
+
+    Only what changed is written. Rewriting a timestamp set by SQLite's default (milliseconds)
+    from Python (microseconds) would change its text, and with it its order among rows of the
+    same millisecond.
+    """
+    if fields & embedded:
+        obj.has_embedding = False
+        fields = fields | {"has_embedding"}
+        transaction.on_commit(tasks.schedule_embedding, robust=True)
+    obj.save(update_fields=sorted(fields))
+
+
 class WithVectorsAdmin(admin.ModelAdmin):
     """Rows that have vectors: their scope is fixed once stored (a vector cannot move to another
     agent's partition), and deleting a row deletes its vector too."""
@@ -110,14 +124,7 @@ class MainMessageAdmin(WithVectorsAdmin):
         if "content" in fields:
             obj.token_count = estimate_tokens(obj.content)
             fields.add("token_count")
-        if fields & {"content", "metadata", "msg_type"}:
-            obj.has_embedding = False
-            fields.add("has_embedding")
-            transaction.on_commit(tasks.schedule_embedding, robust=True)
-        # Only what changed is written. Rewriting the timestamp would change its text (SQLite's
-        # default writes milliseconds, Python microseconds), and with it its order among
-        # messages stored in the same millisecond.
-        obj.save(update_fields=sorted(fields))
+        _save_edit(obj, fields, embedded={"content", "metadata", "msg_type"})
         if fields & {"content", "metadata"}:
             index.reindex_messages([obj.pk, *index.messages_after(obj.pk)])
 
@@ -145,10 +152,10 @@ class ShortTermMemoryAdmin(WithVectorsAdmin):
     def save_model(
         self, request: HttpRequest, obj: ShortTermMemory, form: Any, change: bool
     ) -> None:
-        if change and "content" in form.changed_data:
-            obj.has_embedding = False  # the vector follows the text
-            transaction.on_commit(tasks.schedule_embedding, robust=True)
-        super().save_model(request, obj, form, change)
+        if change:
+            _save_edit(obj, set(form.changed_data), embedded={"content"})
+        else:
+            super().save_model(request, obj, form, change)
 
 
 class ExpiryFilter(admin.SimpleListFilter):
