@@ -203,25 +203,41 @@ class ContextIn(TextSchema):
 class ContextItemOut(Schema):
     id: int
     content: str
-    tokens: int
+    tokens: int = Field(description="as rendered in the prompt, labels included")
     score: float | None
+    method: str = Field(
+        description="what chose the item: newest, similarity, lexical, access_count, hybrid, "
+        "vector or neighbour (the reply after a recalled message)"
+    )
     details: dict[str, Any]
 
 
+class LeftOutOut(Schema):
+    id: int
+    reason: str = Field(description="over budget, in working memory, says the same as ...")
+
+
 class ContextLayerOut(Schema):
-    budget: int
+    share: int = Field(description="the layer's own part of the budget")
+    budget: int = Field(description="its share plus what other layers left unused")
     used: int
     method: str = Field(
-        description="how items were chosen: newest, similarity, lexical, access_count"
+        description="how items were chosen: newest, similarity, lexical, access_count, hybrid, "
+        "vector, mixed (see each item) or none"
     )
     items: list[ContextItemOut]
+    left_out: list[LeftOutOut] = Field(description="candidates not sent, and why")
 
 
 class ContextExplanationOut(Schema):
     model_window: int
     budget: int = Field(description="60% of the window")
     used: int
-    layers: dict[str, ContextLayerOut]
+    query: str | None = Field(description="what the layers were chosen for")
+    query_source: str = Field(description="request, newest user message, or none")
+    layers: dict[str, ContextLayerOut] = Field(
+        description="working, short_term, long_term and recall"
+    )
     cuts: list[str] = Field(description="what was cut to fit the budget, in the design's order")
     degraded: list[str]
     identity_recall: bool
@@ -366,6 +382,8 @@ def build_context(request: HttpRequest, session_id: str, payload: ContextIn) -> 
             "model_window": context.window,
             "budget": context.budget,
             "used": context.used,
+            "query": context.query,
+            "query_source": context.query_source,
             "layers": context.layers,
             "cuts": context.cuts,
             "degraded": context.degraded,

@@ -1,41 +1,63 @@
 """Context assembly: what an agent sends to its LLM before each call, within a token budget.
 
-The budget is 60% of the model window: working memory (the session's newest messages) may use
-half of it, short-term memory (this session's summaries) and long-term memory (the agent's
-facts, preferences, decisions, projects) take their top 3 and top 2. When the whole is over
-budget, long-term is cut to 1, then short-term to 1, then the oldest working messages go.
-Every item reports its id, score and token count, so a prompt can be explained.
+Four layers share the budget, 60% of the model window:
+- working memory: the session's newest messages, up to half of the budget;
+- short-term memory: this session's summaries (top 3) of turns no longer in working memory;
+- long-term memory: the agent's facts, preferences, decisions, projects (top 2);
+- recall: the agent's earlier messages most relevant to the query, by the hybrid search the
+  API serves, each with the reply after it, grouped by session with their dates.
+Long-term memory and recall share the last 20%. The budget is a ceiling, not a quota: what
+working and short-term memory leave unused goes to recall, and what recall cannot use goes
+back to older working messages. When the first three layers alone are over budget, the
+design's cut order holds: long-term to 1 item, then short-term to 1, then the oldest working
+messages. Every token is counted as rendered (labels and headers included), so the returned
+messages never exceed the budget, and every item reports its id, score, tokens and method.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from memory import embeddings, index
-from memory.embeddings import Embedder, EmbeddingError
+from memory.embeddings import Embedder
 from memory.index import Filter
-from memory.models import LongTermMemory, MainMessage, MemoryType, ShortTermMemory
-from memory.tokens import estimate_tokens
-from memory.vectors import query_vector, vector_search_status
+from memory.models import LongTermMemory, MainMessage, MemoryType, Role, ShortTermMemory
+from memory.search import MAX_K, SearchHit, search
+from memory.text import folded, text_similarity
+from memory.tokens import estimate_tokens, truncate_to_tokens
+from memory.vectors import query_embedding
+from orca_memory.db.functions import speaker
 
 BUDGET_SHARE = 0.6
 LAYER_SHARES = {"working": 0.5, "short_term": 0.3, "long_term": 0.2}
 SHORT_TERM_ITEMS = 3
 LONG_TERM_ITEMS = 2
-# Identity questions ("do you remember me?") widen long-term recall, preferences first, and
-# top it up with the most used memories when few match (the second design document's lesson).
+# Identity questions ("do you remember me?") widen long-term recall, what a person confirmed
+# first, and top it up with the most used memories when few match (the second design
+# document's lesson).
 IDENTITY_LONG_TERM_ITEMS = 5
 WEAK_IDENTITY_MINIMUM = 3
 IDENTITY_MIN_SIMILARITY = 0.3
 # Expired memories stay retrievable at half weight (the design: 降权而非删除).
 EXPIRED_WEIGHT = 0.5
 LONG_TERM_CANDIDATES = 20
+RECALL_CANDIDATES = MAX_K
+# A recalled message longer than this is shown cut, so one pasted document cannot take the
+# whole recall budget.
+RECALL_MESSAGE_TOKENS = 300
+# Two texts "say the same" above this bigram similarity (the consolidation's dedup rule).
+DUPLICATE_SIMILARITY = 0.8
+
+LONG_TERM_HEADER = "Long-term memory (from earlier sessions):"
+SHORT_TERM_HEADER = "Earlier in this session:"
+RECALL_HEADER = "Recalled from earlier conversations:"
 
 # One table, Chinese and English, matched case-insensitively anywhere in the query.
 IDENTITY_PATTERNS: tuple[str, ...] = (
@@ -68,26 +90,38 @@ def is_identity_query(query: str | None) -> bool:
 class Item:
     id: int
     content: str
-    tokens: int
+    tokens: int  # as rendered in the prompt
     score: float | None = None
+    method: str = "newest"  # what chose this item
     details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    id: int
+    reason: str
 
 
 @dataclass
 class Layer:
-    budget: int
+    share: int  # the layer's own part of the budget
+    budget: int  # its share plus what other layers left it
     method: str
     items: list[Item]
+    overhead: int = 0  # headers the layer's items need in the prompt
+    left_out: list[LeftOut] = field(default_factory=list)
 
     @property
     def used(self) -> int:
-        return sum(item.tokens for item in self.items)
+        return sum(item.tokens for item in self.items) + (self.overhead if self.items else 0)
 
 
 @dataclass
 class Context:
     window: int
     budget: int
+    query: str | None
+    query_source: str  # "request", "newest user message" or "none"
     layers: dict[str, Layer]
     messages: list[dict[str, str]]
     cuts: list[str]
@@ -99,11 +133,27 @@ class Context:
         return sum(layer.used for layer in self.layers.values())
 
 
-def _working(agent_id: str, session_id: str, budget: int) -> list[Item]:
-    """The newest messages that fit, oldest first.
+def _header_tokens(header: str) -> int:
+    return estimate_tokens(header + "\n\n")
 
-    Rows stream newest first from the (agent, session, timestamp) index, read backwards, and
-    reading stops at the first message that does not fit: a long session costs no more.
+
+def _line_tokens(line: str) -> int:
+    return estimate_tokens(line + "\n")
+
+
+def _layer_method(items: list[Item], default: str) -> str:
+    methods = {item.method for item in items}
+    return methods.pop() if len(methods) == 1 else ("mixed" if methods else default)
+
+
+# --- working memory ------------------------------------------------------------------------
+
+
+def _working_candidates(agent_id: str, session_id: str, limit: int) -> list[Item]:
+    """The session's messages newest first, as many as could fit in `limit` tokens.
+
+    Rows stream newest first from the (agent, session, timestamp) index and reading stops
+    once `limit` is passed: a long session costs no more.
     """
     newest_first = (
         MainMessage.objects.filter(agent_id=agent_id, session_id=session_id)
@@ -111,50 +161,104 @@ def _working(agent_id: str, session_id: str, budget: int) -> list[Item]:
         .values_list("id", "role", "content", "token_count")
     )
     items: list[Item] = []
-    used = 0
+    total = 0
     for pk, role, content, tokens in newest_first.iterator(chunk_size=64):
-        if used + tokens > budget:
-            break
-        used += tokens
         items.append(Item(pk, content, tokens, details={"role": role}))
-    return items[::-1]
+        total += tokens
+        if total > limit:
+            break
+    return items
+
+
+def _take_newest(candidates: list[Item], taken: int, allowance: int) -> int:
+    """How many of the newest candidates fit in `allowance`, never skipping one: working
+    memory is an unbroken stretch of the conversation."""
+    used = sum(item.tokens for item in candidates[:taken])
+    while taken < len(candidates) and used + candidates[taken].tokens <= allowance:
+        used += candidates[taken].tokens
+        taken += 1
+    return taken
+
+
+# --- short-term memory ---------------------------------------------------------------------
 
 
 def _short_term(
-    agent_id: str, session_id: str, vector: tuple[float, ...] | None
-) -> tuple[str, list[Item]]:
-    summaries = ShortTermMemory.objects.filter(agent_id=agent_id, session_id=session_id)
+    agent_id: str, session_id: str, vector: tuple[float, ...] | None, working_ids: set[int]
+) -> list[Item]:
+    """The top 3 summaries of turns whose reply is no longer in working memory."""
+    summaries = ShortTermMemory.objects.filter(agent_id=agent_id, session_id=session_id).exclude(
+        reply_id__in=working_ids
+    )
     scores: dict[int, float] = {}
     if vector is not None:
         hits = index.knn(
             index.SUMMARY_VECTORS,
             agent_id=agent_id,
             embedding=vector,
-            k=SHORT_TERM_ITEMS,
+            k=SHORT_TERM_ITEMS + len(working_ids),
             filters=[Filter("session_id", "=", session_id)],
         )
         scores = {hit.id: 1 - hit.score for hit in hits}
     chosen = list(summaries.filter(pk__in=scores)) if scores else []
     chosen.sort(key=lambda s: -scores[s.pk])
-    method = "similarity" if scores else "newest"
+    chosen = chosen[:SHORT_TERM_ITEMS]
     # Summaries not embedded yet (or no vectors at all): the newest fill the remaining places.
     newest = summaries.exclude(pk__in=scores).order_by("-created_at", "-id")
     chosen += list(newest[: SHORT_TERM_ITEMS - len(chosen)])
-    return method, [
-        Item(s.pk, s.content, estimate_tokens(s.content), scores.get(s.pk)) for s in chosen
+    return [
+        Item(
+            s.pk,
+            s.content,
+            _line_tokens(f"- {s.content}"),
+            scores.get(s.pk),
+            "similarity" if s.pk in scores else "newest",
+            {"reply_id": s.reply_id},
+        )
+        for s in chosen
     ]
 
 
-def _memory_item(memory: LongTermMemory, score: float | None, now: datetime) -> Item:
+def _summarised_messages(agent_id: str, session_id: str, items: list[Item]) -> set[int]:
+    """The messages of the turns these summaries stand for: the reply and the messages
+    since the previous reply."""
+    covered: set[int] = set()
+    session = MainMessage.objects.filter(agent_id=agent_id, session_id=session_id)
+    for item in items:
+        reply_id = item.details["reply_id"]
+        if reply_id is None:
+            continue
+        previous = (
+            session.filter(role=Role.ASSISTANT, id__lt=reply_id)
+            .order_by("-id")
+            .values_list("id", flat=True)
+            .first()
+        )
+        turn = session.filter(id__lte=reply_id, id__gt=previous or 0)
+        covered.update(turn.values_list("id", flat=True))
+    return covered
+
+
+# --- long-term memory ----------------------------------------------------------------------
+
+
+def _memory_item(memory: LongTermMemory, score: float | None, method: str, now: datetime) -> Item:
     expired = memory.is_expired(now)
     if score is not None and expired:
         score *= EXPIRED_WEIGHT
+    line = f"- [{memory.memory_type}{', expired' if expired else ''}] {memory.content}"
     return Item(
         memory.pk,
         memory.content,
-        estimate_tokens(memory.content),
+        _line_tokens(line),
         score,
-        {"memory_type": memory.memory_type, "expired": expired, "confidence": memory.confidence},
+        method,
+        {
+            "memory_type": memory.memory_type,
+            "expired": expired,
+            "confidence": memory.confidence,
+            "access_count": memory.access_count,
+        },
     )
 
 
@@ -176,22 +280,31 @@ def _long_term_candidates(
     return "access_count", {}
 
 
+def _identity_rank(item: Item) -> tuple[Any, ...]:
+    """Preferences first, then what was confirmed more often and used more, then score."""
+    return (
+        item.details["memory_type"] != MemoryType.PREFERENCE,
+        -item.details["confidence"],
+        -item.details["access_count"],
+        -(item.score or 0),
+    )
+
+
 def _long_term(
     agent_id: str,
     query: str | None,
     vector: tuple[float, ...] | None,
     identity: bool,
     now: datetime,
-) -> tuple[str, list[Item]]:
+) -> list[Item]:
     method, scores = _long_term_candidates(agent_id, query, vector)
     active = LongTermMemory.objects.filter(agent_id=agent_id).active()
-    matched = [_memory_item(m, scores[m.pk], now) for m in active.filter(pk__in=scores)]
+    matched = [_memory_item(m, scores[m.pk], method, now) for m in active.filter(pk__in=scores)]
     if identity:
         matched = [
             i for i in matched if method != "similarity" or i.score >= IDENTITY_MIN_SIMILARITY
         ]
-        # Preferences first, then by score.
-        matched.sort(key=lambda i: (i.details["memory_type"] != MemoryType.PREFERENCE, -i.score))
+        matched.sort(key=_identity_rank)
         limit, minimum = IDENTITY_LONG_TERM_ITEMS, WEAK_IDENTITY_MINIMUM
     else:
         matched.sort(key=lambda i: -i.score)
@@ -205,10 +318,10 @@ def _long_term(
             ],
             key=lambda m: m.is_expired(now),
         )
-        chosen += [_memory_item(m, None, now) for m in most_used][: minimum - len(chosen)]
-        if not scores:
-            method = "access_count"
-    return method, chosen
+        chosen += [_memory_item(m, None, "access_count", now) for m in most_used][
+            : minimum - len(chosen)
+        ]
+    return chosen
 
 
 def _fit(layers: dict[str, Layer], budget: int) -> list[str]:
@@ -222,6 +335,7 @@ def _fit(layers: dict[str, Layer], budget: int) -> list[str]:
         layer = layers[name]
         if over() and len(layer.items) > 1:
             cuts.append(f"{name} cut from {len(layer.items)} to 1 item")
+            layer.left_out += [LeftOut(i.id, "over budget") for i in layer.items[1:]]
             layer.items = layer.items[:1]
     working = layers["working"]
     dropped = 0
@@ -233,6 +347,140 @@ def _fit(layers: dict[str, Layer], budget: int) -> list[str]:
     return cuts
 
 
+# --- recall --------------------------------------------------------------------------------
+
+
+def recalled_line(message: MainMessage) -> str:
+    """How a recalled message reads in the prompt: "- [8 May 2023 13:56] Caroline: text"."""
+    when = message.timestamp
+    text, _ = truncate_to_tokens(message.content, RECALL_MESSAGE_TOKENS)
+    return f"- [{when.day} {when:%B %Y %H:%M}] {speaker(message.role, message.metadata)}: {text}"
+
+
+def _session_header(session_id: str) -> str:
+    return f"Session {session_id}:"
+
+
+def _says_the_same(a: str, b: str) -> bool:
+    fa, fb = folded(a), folded(b)
+    return bool(fa and fb) and (
+        fa in fb or fb in fa or text_similarity(a, b) > DUPLICATE_SIMILARITY
+    )
+
+
+class _RecallFiller:
+    """Hits in rank order, each followed by the reply after it, while they fit the allowance.
+
+    `fill` may be called again with a larger allowance: what was chosen stays, and the hits
+    that did not fit are tried again. `skip` maps message ids that must not appear to the
+    reason (in working memory, in a summarised turn).
+    """
+
+    def __init__(self, hits: list[SearchHit], skip: dict[int, str], method: str) -> None:
+        self.hits = hits
+        self.skip = skip
+        self.method = method
+        self.items: dict[int, Item] = {}
+        self.sessions: set[str] = set()
+        self.used = _header_tokens(RECALL_HEADER)
+        self.neighbours: dict[int, MainMessage | None] = {}
+
+    def fill(self, allowance: int) -> tuple[list[Item], list[LeftOut]]:
+        left_out: list[LeftOut] = []
+        for hit in self.hits:
+            message = hit.message
+            if message.pk in self.items:
+                continue
+            if message.pk in self.skip:
+                left_out.append(LeftOut(message.pk, self.skip[message.pk]))
+            elif not self._add(message, hit.score, self.method, allowance):
+                left_out.append(LeftOut(message.pk, "over budget"))
+            else:
+                self._add_reply(message, allowance)
+        return _in_time_order(self.items.values()), left_out
+
+    def _add(self, message: MainMessage, score: float | None, how: str, allowance: int) -> bool:
+        line = recalled_line(message)
+        cost = _line_tokens(line)
+        if message.session_id not in self.sessions:
+            cost += _line_tokens(_session_header(message.session_id))
+        if self.used + cost > allowance:
+            return False
+        self.used += cost
+        self.sessions.add(message.session_id)
+        self.items[message.pk] = Item(
+            message.pk,
+            message.content,
+            cost,
+            score,
+            how,
+            {
+                "session_id": message.session_id,
+                "timestamp": message.timestamp,
+                "role": message.role,
+                "line": line,
+            },
+        )
+        return True
+
+    def _add_reply(self, message: MainMessage, allowance: int) -> None:
+        """The message after a recalled one, if it fits: LoCoMo answers often sit in it."""
+        reply = self._next_of(message)
+        if reply is not None and reply.pk not in self.items and reply.pk not in self.skip:
+            self._add(reply, None, "neighbour", allowance)
+
+    def _next_of(self, message: MainMessage) -> MainMessage | None:
+        if message.pk not in self.neighbours:
+            later = Q(timestamp__gt=message.timestamp) | Q(
+                timestamp=message.timestamp, id__gt=message.pk
+            )
+            self.neighbours[message.pk] = (
+                MainMessage.objects.filter(agent_id=message.agent_id, session_id=message.session_id)
+                .filter(later)
+                .order_by("timestamp", "id")
+                .first()
+            )
+        return self.neighbours[message.pk]
+
+
+def _in_time_order(items: Iterable[Item]) -> list[Item]:
+    """Grouped by session (sessions in order of their first recalled message), oldest first;
+    a session's first item carries its header's tokens, as rendered."""
+    by_session: dict[str, list[Item]] = {}
+    for item in sorted(items, key=lambda i: (i.details["timestamp"], i.id)):
+        by_session.setdefault(item.details["session_id"], []).append(item)
+    ordered = [item for group in by_session.values() for item in group]
+    return ordered
+
+
+def _recall_text(items: list[Item]) -> str:
+    lines: list[str] = []
+    session = None
+    for item in items:
+        if item.details["session_id"] != session:
+            session = item.details["session_id"]
+            lines.append(_session_header(session))
+        lines.append(item.details["line"])
+    return "\n".join(lines)
+
+
+# --- assembly ------------------------------------------------------------------------------
+
+
+def _query_of(agent_id: str, session_id: str, query: str | None) -> tuple[str | None, str]:
+    """The query, else the session's newest user message: an agent that stored the user's
+    message and asks without a query wants what is relevant to it."""
+    if query:
+        return query, "request"
+    newest = (
+        MainMessage.objects.filter(agent_id=agent_id, session_id=session_id, role=Role.USER)
+        .order_by("-timestamp", "-id")
+        .values_list("content", flat=True)
+        .first()
+    )
+    return (newest, "newest user message") if newest else (None, "none")
+
+
 def _system_message(layers: dict[str, Layer]) -> str | None:
     sections = []
     if layers["long_term"].items:
@@ -241,29 +489,39 @@ def _system_message(layers: dict[str, Layer]) -> str | None:
             f"{i.content}"
             for i in layers["long_term"].items
         ]
-        sections.append("Long-term memory (from earlier sessions):\n" + "\n".join(lines))
+        sections.append(LONG_TERM_HEADER + "\n" + "\n".join(lines))
+    if layers["recall"].items:
+        sections.append(RECALL_HEADER + "\n" + _recall_text(layers["recall"].items))
     if layers["short_term"].items:
         lines = [f"- {i.content}" for i in layers["short_term"].items]
-        sections.append("Earlier in this session:\n" + "\n".join(lines))
+        sections.append(SHORT_TERM_HEADER + "\n" + "\n".join(lines))
     return "\n\n".join(sections) or None
 
 
-def _query_vector(
-    query: str | None, embedder: Embedder | None, degraded: list[str]
-) -> tuple[float, ...] | None:
-    """The query embedded once, for both memory layers; None when vectors cannot be used."""
-    if not query:
-        return None
-    embedder = embedder or embeddings.configured_embedder()
-    status = vector_search_status(embedder)
-    if not status.enabled:
-        degraded.append(f"no vector search: {status.reason}")
-        return None
-    try:
-        return query_vector(embedder, query)
-    except EmbeddingError as exc:
-        degraded.append(f"the query could not be embedded: {exc}")
-        return None
+def _chat_message(item: Item) -> dict[str, str]:
+    return {"role": item.details["role"], "content": item.content}
+
+
+def _extend_working(
+    working: Layer,
+    candidates: list[Item],
+    layers: dict[str, Layer],
+    budget: int,
+    summarised: set[int],
+) -> None:
+    """Older messages of the session join working memory while the budget has room, up to
+    the first one that recall or a summary already stands for."""
+    spare = budget - sum(layer.used for layer in layers.values())
+    shown = {item.id for item in layers["recall"].items} | summarised
+    newest_first = working.items[::-1]
+    for item in candidates[len(newest_first) :]:
+        if item.id in shown or item.tokens > spare:
+            break
+        newest_first.append(item)
+        spare -= item.tokens
+    if len(newest_first) > len(working.items):
+        working.items = newest_first[::-1]
+        working.budget = max(working.share, working.used)
 
 
 def context_build(
@@ -278,23 +536,125 @@ def context_build(
     now = timezone.now()
     budget = int(model_window * BUDGET_SHARE)
     shares = {name: int(budget * share) for name, share in LAYER_SHARES.items()}
+    # Rounding leaves a token or two: they belong to the last share, so the shares make the
+    # budget exactly.
+    shares["long_term"] = budget - shares["working"] - shares["short_term"]
     degraded: list[str] = []
-    vector = _query_vector(query, embedder, degraded)
+    query, query_source = _query_of(agent_id, session_id, query)
+    vector = None
+    if query:
+        embedder = embedder or embeddings.configured_embedder()
+        vector, reason = query_embedding(query, embedder)
+        if reason:
+            degraded.append(reason)
     identity = is_identity_query(query)
-    short_method, short_items = _short_term(agent_id, session_id, vector)
-    long_method, long_items = _long_term(agent_id, query, vector, identity, now)
+
+    # The design's three layers first, each within its share, with its cut order.
+    candidates = _working_candidates(agent_id, session_id, budget)
+    taken = _take_newest(candidates, 0, shares["working"])
+    working = Layer(shares["working"], shares["working"], "newest", candidates[:taken][::-1])
+    short_items = _short_term(agent_id, session_id, vector, {i.id for i in working.items})
+    long_items = _long_term(agent_id, query, vector, identity, now)
     layers = {
-        "working": Layer(
-            shares["working"], "newest", _working(agent_id, session_id, shares["working"])
+        "working": working,
+        "short_term": Layer(
+            shares["short_term"],
+            shares["short_term"],
+            _layer_method(short_items, "newest"),
+            short_items,
+            _header_tokens(SHORT_TERM_HEADER),
         ),
-        "short_term": Layer(shares["short_term"], short_method, short_items),
-        "long_term": Layer(shares["long_term"], long_method, long_items),
+        "long_term": Layer(
+            shares["long_term"],
+            shares["long_term"],
+            _layer_method(long_items, "access_count"),
+            long_items,
+            _header_tokens(LONG_TERM_HEADER),
+        ),
     }
     cuts = _fit(layers, budget)
+    # Recall takes what is left; older working messages then take what recall could not use.
+    # Neither repeats a turn a summary in the context stands for.
+    summarised = _summarised_messages(agent_id, session_id, layers["short_term"].items)
+    layers["recall"] = _recall(
+        agent_id, query, embedder, layers, budget, shares, summarised, degraded
+    )
+    if not cuts:
+        _extend_working(working, candidates, layers, budget, summarised)
     LongTermMemory.objects.filter(pk__in=[i.id for i in layers["long_term"].items]).update(
         access_count=F("access_count") + 1, last_accessed=now
     )
     system = _system_message(layers)
     messages = [{"role": "system", "content": system}] if system else []
-    messages += [{"role": i.details["role"], "content": i.content} for i in layers["working"].items]
-    return Context(model_window, budget, layers, messages, cuts, degraded, identity)
+    messages += [_chat_message(i) for i in working.items]
+    return Context(
+        model_window,
+        budget,
+        query,
+        query_source,
+        layers,
+        messages,
+        cuts,
+        degraded,
+        identity,
+    )
+
+
+def _recall(
+    agent_id: str,
+    query: str | None,
+    embedder: Embedder | None,
+    layers: dict[str, Layer],
+    budget: int,
+    shares: dict[str, int],
+    summarised: set[int],
+    degraded: list[str],
+) -> Layer:
+    """The recall layer: what is left of the budget, filled with the best earlier messages;
+    long-term memories a recalled message already says make room for more."""
+    # Its own share: what long-term memory left of their common 20%.
+    layer = Layer(
+        max(0, shares["long_term"] - layers["long_term"].used),
+        0,
+        "none",
+        [],
+        _header_tokens(RECALL_HEADER),
+    )
+    layer.budget = budget - sum(other.used for other in layers.values())
+    if not query:
+        return layer
+    working_ids = {i.id for i in layers["working"].items}
+    result = search(
+        agent_id=agent_id,
+        query=query,
+        k=RECALL_CANDIDATES,
+        exclude_ids=working_ids,
+        embedder=embedder,
+    )
+    degraded.extend(reason for reason in result.degraded if reason not in degraded)
+    layer.method = result.mode
+    skip = dict.fromkeys(summarised, "in a summarised turn") | dict.fromkeys(
+        working_ids, "in working memory"
+    )
+    filler = _RecallFiller(result.hits, skip, result.mode)
+    layer.items, layer.left_out = filler.fill(layer.budget)
+    freed = _drop_restated_memories(layers["long_term"], layer.items)
+    if freed:
+        layer.budget += freed
+        layer.items, layer.left_out = filler.fill(layer.budget)
+    return layer
+
+
+def _drop_restated_memories(long_term: Layer, recalled: list[Item]) -> int:
+    """Leave out the long-term memories a recalled message already says (the message carries
+    its date and its turn); returns the tokens freed."""
+    before = long_term.used
+    kept: list[Item] = []
+    for item in long_term.items:
+        same = next((r for r in recalled if _says_the_same(item.content, r.content)), None)
+        if same is None:
+            kept.append(item)
+        else:
+            long_term.left_out.append(LeftOut(item.id, f"says the same as message {same.id}"))
+    long_term.items = kept
+    return before - long_term.used

@@ -26,11 +26,27 @@ import httpx
 from django.conf import settings
 
 from memory.remote import http_client, retrying
+from orca_memory.db.functions import CJK_RUN
 
 logger = logging.getLogger(__name__)
 
 LOCAL_MODEL = "all-MiniLM-L6-v2"
 LOCAL_DIMENSION = 384
+# Models trained on English text only: their vectors of Chinese (or Japanese, Korean) text are
+# noise, so such text gets no vector weight. Other models (bge-m3, most served ones) are
+# multilingual.
+ENGLISH_ONLY_MODELS = frozenset({LOCAL_MODEL})
+# A text counts as CJK for coverage when this share of its letters are CJK characters.
+CJK_SHARE = 0.3
+
+
+def covers(signature: Signature, text: str) -> bool:
+    """Whether the model's vectors of this text mean something (its language is covered)."""
+    if signature.model not in ENGLISH_ONLY_MODELS:
+        return True
+    cjk = sum(len(run) for run in CJK_RUN.findall(text))
+    letters = sum(1 for char in text if char.isalpha())
+    return not letters or cjk / letters < CJK_SHARE
 
 
 class EmbeddingError(Exception):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import re
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -83,7 +83,7 @@ MESSAGE_TEXT = LexicalTable(
     ("agent_id", "session_id"),
     body="orca_message_label({r}.timestamp, {r}.role, {r}.metadata) || {r}.content",
     context=f"orca_fts_terms({_PREVIOUS_MESSAGES})",
-    filterable=("role", "msg_type", "timestamp"),
+    filterable=("session_id", "role", "msg_type", "timestamp"),
 )
 SUMMARY_TEXT = LexicalTable(
     "fts_short_term_memories",
@@ -516,11 +516,13 @@ def lexical_search(
     k: int,
     session_id: str | None = None,
     filters: Sequence[Filter] = (),
+    exclude: Collection[int] = (),
     using: str = "default",
 ) -> list[Hit]:
     """The k best BM25 matches of one agent (optionally one session); higher score is better.
 
-    `filters` apply to the source table's `filterable` columns, through a join.
+    `filters` apply to the source table's `filterable` columns, through a join; `exclude`
+    names rows that must not take any of the k places.
     """
     if session_id is not None and "session_id" not in table.scopes:
         raise ValueError(f"{table.name} has no session scope")
@@ -540,6 +542,9 @@ def lexical_search(
                 raise ValueError(f"cannot filter {table.name} on {column} {op}")
             conditions.append(f"source.{_q(column)} {op} %s")
             params.append(value)
+    if exclude:
+        conditions.append(f"{name}.rowid NOT IN ({', '.join(['%s'] * len(exclude))})")
+        params.extend(exclude)
     # Context counts half; scope columns weigh nothing, they only restrict the match.
     weights = ", ".join([*TEXT_WEIGHTS, *["0.0"] * len(table.scopes)])
     sql = (

@@ -139,6 +139,7 @@ def summarize_turn(reply: MainMessage) -> ShortTermMemory:
             session_id=reply.session_id,
             content=(text or offline_summary(turn))[:1000],
             source_count=len(turn),
+            reply_id=reply.pk,
         )
         _keep_newest_summaries(reply.agent_id, reply.session_id)
         transaction.on_commit(tasks.schedule_embedding, robust=True)

@@ -124,6 +124,9 @@ class ShortTermMemory(models.Model):
     created_at = models.DateTimeField(db_default=Now())
     updated_at = models.DateTimeField(null=True, blank=True)
     has_embedding = models.BooleanField(db_default=False)
+    # The assistant reply that ended the summarised turn: while that reply is in working
+    # memory, the summary would only repeat it (null for summaries written before).
+    reply_id = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
         db_table = "short_term_memories"

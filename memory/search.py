@@ -7,17 +7,17 @@ lexically and say why in `degraded`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from memory import embeddings, index
-from memory.embeddings import Embedder, EmbeddingError
+from memory import index
+from memory.embeddings import Embedder
 from memory.index import Filter, Hit
 from memory.models import MainMessage
 from memory.validation import InvalidInput
-from memory.vectors import query_vector, vector_search_status
+from memory.vectors import query_embedding
 
 MODES = ("lexical", "vector", "hybrid")
 MAX_K = 100
@@ -141,56 +141,62 @@ def search(
     msg_type: str | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
+    exclude_ids: Collection[int] = (),
+    exclude_session: str | None = None,
     embedder: Embedder | None = None,
     fusion: str = "weighted",
 ) -> SearchResult:
-    """The agent's k best messages for the query; sub-agent transcripts are never searched."""
+    """The agent's k best messages for the query; sub-agent transcripts are never searched.
+
+    `exclude_ids` and `exclude_session` are left out before the lists are fused, so that the
+    caller's own messages (the question it just stored) neither take places nor reshape the
+    scores of the others.
+    """
     if mode not in MODES:
         raise InvalidInput(f"mode must be one of {', '.join(MODES)}")
     if not 1 <= k <= MAX_K:
         raise InvalidInput(f"k must be between 1 and {MAX_K}")
+    pool = max(k, POOL) if mode == "hybrid" else k
     degraded: list[str] = []
     vectors: list[Hit] = []
     if mode != "lexical":
-        embedder = embedder or embeddings.configured_embedder()
-        status = vector_search_status(embedder)
-        if status.enabled:
-            # vec0 keeps the time as epoch seconds, and the session as a metadata column.
-            filters = _filters(
-                role,
-                msg_type,
-                since,
-                until,
-                time_column="created_at",
-                time_value=lambda t: int(t.timestamp()),
-            )
-            if session_id is not None:
-                filters.append(Filter("session_id", "=", session_id))
-            try:
-                vectors = index.knn(
-                    index.MESSAGE_VECTORS,
-                    agent_id=agent_id,
-                    embedding=query_vector(embedder, query),
-                    k=max(k, POOL) if mode == "hybrid" else k,
-                    filters=filters,
-                )
-            except EmbeddingError as exc:
-                degraded.append(f"the query could not be embedded: {exc}")
-        else:
-            degraded.append(f"vector search is unavailable: {status.reason}")
-        if degraded:
+        vector, reason = query_embedding(query, embedder)
+        if vector is None:
+            degraded.append(str(reason))
             mode = "lexical"
+        else:
+            vectors = _vector_hits(
+                agent_id,
+                vector,
+                pool,
+                exclude_ids,
+                exclude_session,
+                session_id,
+                _filters(
+                    role,
+                    msg_type,
+                    since,
+                    until,
+                    # vec0 keeps the time as epoch seconds.
+                    time_column="created_at",
+                    time_value=lambda t: int(t.timestamp()),
+                ),
+            )
     lexical: list[Hit] = []
     if mode != "vector":
+        filters = _filters(
+            role, msg_type, since, until, time_column="timestamp", time_value=lambda t: t
+        )
+        if exclude_session is not None:
+            filters.append(Filter("session_id", "!=", exclude_session))
         lexical = index.lexical_search(
             index.MESSAGE_TEXT,
             agent_id=agent_id,
             query=query,
-            k=max(k, POOL) if mode == "hybrid" else k,
+            k=pool,
             session_id=session_id,
-            filters=_filters(
-                role, msg_type, since, until, time_column="timestamp", time_value=lambda t: t
-            ),
+            filters=filters,
+            exclude=exclude_ids,
         )
     candidates = _merge(lexical, vectors)
     scores = _scores(candidates, mode, fusion)
@@ -209,3 +215,28 @@ def search(
         if c.id in messages  # a vector whose message was deleted meanwhile
     ]
     return SearchResult(mode=mode, hits=hits, degraded=degraded)
+
+
+def _vector_hits(
+    agent_id: str,
+    vector: tuple[float, ...],
+    k: int,
+    exclude_ids: Collection[int],
+    exclude_session: str | None,
+    session_id: str | None,
+    filters: list[Filter],
+) -> list[Hit]:
+    """KNN over the agent's message vectors; excluded ids are fetched beyond k, then dropped
+    (vec0 cannot filter on its primary key)."""
+    if session_id is not None:
+        filters.append(Filter("session_id", "=", session_id))
+    if exclude_session is not None:
+        filters.append(Filter("session_id", "!=", exclude_session))
+    hits = index.knn(
+        index.MESSAGE_VECTORS,
+        agent_id=agent_id,
+        embedding=vector,
+        k=min(k + len(exclude_ids), index.MAX_K),
+        filters=filters,
+    )
+    return [hit for hit in hits if hit.id not in exclude_ids][:k]

@@ -305,6 +305,29 @@ def _embed_one_by_one(
     return embedded
 
 
+def query_embedding(
+    query: str, embedder: Embedder | None = None
+) -> tuple[tuple[float, ...] | None, str | None]:
+    """The query's vector for search and context, or None and the reason vectors cannot help.
+
+    The one path every query takes: the index must be usable, the model must cover the
+    query's language (MiniLM's vectors of Chinese are noise), the provider must answer.
+    """
+    embedder = embedder or embeddings.configured_embedder()
+    status = vector_search_status(embedder)
+    if not status.enabled:
+        return None, f"vector search is unavailable: {status.reason}"
+    if not embeddings.covers(embedder.signature, query):
+        return None, (
+            f"vectors not used: {embedder.signature.model} is English-only and the query "
+            "is Chinese, Japanese or Korean"
+        )
+    try:
+        return query_vector(embedder, query), None
+    except EmbeddingError as exc:
+        return None, f"the query could not be embedded: {exc}"
+
+
 @lru_cache(maxsize=1024)
 def query_vector(embedder: Embedder, text: str) -> tuple[float, ...]:
     """A search query's embedding, cached: agents repeat queries, providers charge per call."""

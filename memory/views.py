@@ -43,6 +43,7 @@ LAYER_LABELS = {
     "working": "Working memory",
     "short_term": "Short-term memory",
     "long_term": "Long-term memory",
+    "recall": "Recalled from earlier conversations",
 }
 
 

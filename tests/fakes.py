@@ -16,8 +16,15 @@ class FakeEmbedder:
     `fail_times` makes the next N calls raise EmbeddingError (a provider outage).
     """
 
-    def __init__(self, dimension: int = 64, *, name: str = "fake", fail_times: int = 0) -> None:
-        self.signature = Signature(name, "hashed-words", dimension)
+    def __init__(
+        self,
+        dimension: int = 64,
+        *,
+        name: str = "fake",
+        model: str = "hashed-words",
+        fail_times: int = 0,
+    ) -> None:
+        self.signature = Signature(name, model, dimension)
         self.fail_times = fail_times
         self.calls: list[list[str]] = []
 

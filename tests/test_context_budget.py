@@ -11,6 +11,7 @@ from memory import vectors
 from memory.context import context_build, is_identity_query
 from memory.messages import message_add
 from memory.models import LongTermMemory, ShortTermMemory
+from memory.tokens import estimate_tokens
 
 pytestmark = pytest.mark.django_db
 
@@ -39,12 +40,15 @@ def memory(
 def test_the_budget_is_60_percent_of_the_window_split_50_30_20():
     context = context_build(agent_id="a1", session_id="s1", query=None, model_window=1000)
     assert context.budget == 600
-    assert {name: layer.budget for name, layer in context.layers.items()} == {
+    assert {name: layer.share for name, layer in context.layers.items()} == {
         "working": 300,
         "short_term": 180,
         "long_term": 120,
+        "recall": 120,  # what long-term memory left of their common 20%
     }
-    assert context.messages == [] and context.cuts == []
+    # Nothing to send: all of the budget was free for recall.
+    assert context.layers["recall"].budget == 600
+    assert context.messages == [] and context.cuts == [] and context.used == 0
 
 
 def test_working_memory_is_the_newest_messages_that_fit_oldest_first():
@@ -56,7 +60,12 @@ def test_working_memory_is_the_newest_messages_that_fit_oldest_first():
     working = context.layers["working"]
     assert [item.id for item in working.items] == [m.pk for m in sent[3:]]  # 7 x 40 <= 300
     assert working.used == 280
-    assert [m["role"] for m in context.messages] == [m.role for m in sent[3:]]
+    assert [m["role"] for m in context.messages[1:]] == [m.role for m in sent[3:]]
+    # The three older messages are recalled, with their date and speaker, not repeated.
+    recall = context.layers["recall"]
+    assert sorted(item.id for item in recall.items) == [m.pk for m in sent[:3]]
+    assert context.messages[0]["role"] == "system"
+    assert context.messages[0]["content"].count(tokens(40)) == 3
 
 
 def test_short_term_takes_the_three_newest_summaries_without_a_query():
@@ -121,31 +130,26 @@ def test_expired_memories_are_down_weighted_not_dropped(fake_embedder):
 
 
 def test_over_budget_it_cuts_long_term_then_short_term_then_the_oldest_messages():
+    # Rendered sizes: a summary line "- " + 240 chars + newline = 61 tokens, a memory line
+    # "- [fact] " + 400 chars + newline = 103; the section headers 7 and 11 tokens.
     for _ in range(6):
-        say(tokens(50))  # 6 x 50 = 300 = the working budget of a 1000 window
-    for i in range(3):
-        summary(tokens(40, f"s{i}xx"))
-    for i in range(2):
-        memory(tokens(40, f"m{i}xx"), access_count=5)
-
-    # 300 + 120 + 80 = 500 <= 600: nothing to cut.
-    context = context_build(agent_id="a1", session_id="s1", query=None, model_window=1000)
-    assert context.cuts == [] and context.used == 500
-
-    # Bigger memory layers: 300 + 3 x 60 + 2 x 100 = 680 > 600.
-    ShortTermMemory.objects.all().delete()
-    LongTermMemory.objects.all().delete()
+        say(tokens(50), role="assistant")  # 6 x 50 = 300 = the working share of a 1000 window
     for i in range(3):
         summary(tokens(60, f"s{i}xx"))
     for i in range(2):
         memory(tokens(100, f"m{i}xx"), access_count=5)
+
+    # 300 + (7 + 3 x 61) + (11 + 2 x 103) = 707 > 600: long-term goes to 1 item, 604 still over.
     context = context_build(agent_id="a1", session_id="s1", query=None, model_window=1000)
-    assert context.cuts == ["long_term cut from 2 to 1 item"]  # 580 fits
-    assert context.used == 580
+    assert context.cuts == [
+        "long_term cut from 2 to 1 item",
+        "short_term cut from 3 to 1 item",
+    ]
+    assert context.used == 300 + (7 + 61) + (11 + 103) <= context.budget
+    assert [o.reason for o in context.layers["long_term"].left_out] == ["over budget"]
 
     # Still over after both cuts: the oldest working messages go, the newest stay.
-    for i in range(3):
-        summary(tokens(170, f"t{i}xx"))
+    ShortTermMemory.objects.update(content=tokens(170, "tttt"))
     LongTermMemory.objects.update(content=tokens(200, "mmmm"))
     context = context_build(agent_id="a1", session_id="s1", query=None, model_window=1000)
     assert context.cuts == [
@@ -153,8 +157,9 @@ def test_over_budget_it_cuts_long_term_then_short_term_then_the_oldest_messages(
         "short_term cut from 3 to 1 item",
         "working memory dropped its 2 oldest message(s)",
     ]
-    assert context.used == 200 + 170 + 4 * 50 <= context.budget
+    assert context.used == (7 + 171) + (11 + 203) + 4 * 50 <= context.budget
     assert len(context.layers["working"].items) == 4
+    assert sum(estimate_tokens(m["content"]) for m in context.messages) <= context.budget
 
 
 @pytest.mark.parametrize(
@@ -213,16 +218,18 @@ def test_context_never_includes_another_agent_or_a_subagent_transcript(api_for):
 
     assert response.status_code == 200
     body = response.json()
-    text = str(body)
+    text = str({**body, "explanation": {**body["explanation"], "query": None}})
     assert "zebra" not in text and "their" not in text
     assert [m["content"] for m in body["messages"]] == ["please ask the coder", "the result"]
     explanation = body["explanation"]
     assert explanation["budget"] == int(4096 * 0.6)
-    assert set(explanation["layers"]) == {"working", "short_term", "long_term"}
+    assert set(explanation["layers"]) == {"working", "short_term", "long_term", "recall"}
     assert explanation["layers"]["working"]["used"] == sum(
         item["tokens"] for item in explanation["layers"]["working"]["items"]
     )
-    assert explanation["degraded"] == ["no vector search: no embedding provider is configured"]
+    assert explanation["degraded"] == [
+        "vector search is unavailable: no embedding provider is configured"
+    ]
 
 
 def test_the_endpoint_validates_its_body(api):

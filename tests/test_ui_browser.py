@@ -101,7 +101,8 @@ def test_it_inspects_a_session(conversation, page, live_server):
     long_term = page.locator(".layer-long_term")
     expect(long_term).to_contain_text("The user prefers green tea.")
     expect(long_term).to_contain_text("score 1.000")
-    expect(page.locator(".layer .bar")).to_have_count(3)
+    expect(page.locator(".layer .bar")).to_have_count(4)
+    expect(page.locator(".layer-recall")).to_be_visible()
     shoot(page, "session")
     assert LongTermMemory.objects.get(pk=conversation.tea.pk).access_count == 1
 

@@ -1,0 +1,294 @@
+"""The recall layer: an agent's earlier messages in the context of a new session, the budget
+shared by four layers, and nothing said twice."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from memory import vectors
+from memory.context import context_build
+from memory.embeddings import LOCAL_MODEL
+from memory.maintenance import summarize_turn
+from memory.memories import memory_create
+from memory.messages import message_add
+from memory.models import LongTermMemory
+from memory.tokens import estimate_tokens
+from tests.fakes import FakeEmbedder
+
+pytestmark = pytest.mark.django_db
+
+DAY_ONE = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+
+
+def say(content, role="user", *, session="s1", agent="a1", at=None, speaker=None):
+    return message_add(
+        agent_id=agent,
+        session_id=session,
+        role=role,
+        content=content,
+        metadata={"speaker": speaker} if speaker else None,
+        timestamp=at,
+        summarize=False,
+    )
+
+
+def chat(session: str, lines: list[str], *, start: datetime, agent: str = "a1"):
+    """A past session: lines alternate user and assistant, a minute apart."""
+    return [
+        say(
+            text,
+            "user" if i % 2 == 0 else "assistant",
+            session=session,
+            agent=agent,
+            at=start + timedelta(minutes=i),
+        )
+        for i, text in enumerate(lines)
+    ]
+
+
+def system_text(context) -> str:
+    first = context.messages[0] if context.messages else {}
+    return first.get("content", "") if first.get("role") == "system" else ""
+
+
+def test_a_new_session_gets_the_earlier_messages_that_answer_its_question_with_their_reply():
+    camping = chat(
+        "monday",
+        [
+            "We went camping at the lake last weekend.",
+            "That sounds lovely! Did the kids enjoy it?",
+            "They loved roasting marshmallows by the fire.",
+            "Marshmallows are the best part.",
+        ],
+        start=DAY_ONE,
+    )
+    chat(
+        "tuesday",
+        ["My sister visits on Friday.", "Will you cook for her?"],
+        start=DAY_ONE + timedelta(days=1),
+    )
+    question = say("Where did we go camping?", session="new")
+
+    context = context_build(agent_id="a1", session_id="new", query=None, model_window=8192)
+
+    assert context.query == "Where did we go camping?"
+    assert context.query_source == "newest user message"
+    recall = context.layers["recall"]
+    recalled = [item.id for item in recall.items]
+    assert camping[0].pk in recalled and camping[1].pk in recalled  # the hit and its reply
+    assert question.pk not in recalled  # in working memory, sent once
+    by_id = {item.id: item for item in recall.items}
+    assert by_id[camping[1].pk].method == "neighbour"
+    assert by_id[camping[0].pk].method == "lexical"
+    text = system_text(context)
+    assert "Session monday:\n- [8 May 2023 13:56] user: We went camping at the lake" in text
+    assert "- [8 May 2023 13:57] assistant: That sounds lovely!" in text
+    assert context.messages[-1] == {"role": "user", "content": "Where did we go camping?"}
+
+
+def test_recalled_messages_are_grouped_by_session_in_time_order_with_their_speaker():
+    later = chat("later", ["I bought a red kayak.", "Nice kayak!"], start=DAY_ONE + timedelta(3))
+    earlier = chat("earlier", ["I want a kayak.", "Which kayak?"], start=DAY_ONE)
+    say(
+        "Caroline here: the kayak is red.",
+        session="earlier",
+        at=DAY_ONE + timedelta(hours=1),
+        speaker="Caroline",
+    )
+    say("tell me about the kayak", session="new")
+
+    context = context_build(agent_id="a1", session_id="new", query=None, model_window=8192)
+
+    sessions = [item.details["session_id"] for item in context.layers["recall"].items]
+    assert sessions == ["earlier"] * 3 + ["later"] * 2
+    times = [item.details["timestamp"] for item in context.layers["recall"].items]
+    assert times[:3] == sorted(times[:3]) and times[3:] == sorted(times[3:])
+    text = system_text(context)
+    assert text.index("Session earlier:") < text.index("Session later:")
+    assert "] Caroline: Caroline here: the kayak is red." in text
+    assert {earlier[0].pk, later[0].pk} <= {item.id for item in context.layers["recall"].items}
+
+
+def test_recall_never_includes_another_agent_or_a_subagent_transcript():
+    from subagents.runs import subagent_finish, subagent_record
+
+    ask = say("please research zebra migration", "assistant", session="old")
+    subagent_record(parent=ask, agent_name="r", role="assistant", content="zebra secret notes")
+    subagent_finish(parent=ask, agent_name="r", content="zebras migrate in july")
+    say("zebra facts from agent two", session="theirs", agent="a2")
+    say("what about zebra migration?", session="new")
+
+    context = context_build(agent_id="a1", session_id="new", query=None, model_window=8192)
+
+    text = str(context.messages)
+    assert "zebras migrate in july" in text  # the run's result is the agent's own message
+    assert "secret notes" not in text and "agent two" not in text
+    assert {item.details["session_id"] for item in context.layers["recall"].items} == {"old"}
+
+
+def _random_store(rng: random.Random) -> None:
+    words = ["tea", "kayak", "camping", "lake", "paint", "music", "dog", "cat", "berlin"]
+    for s in range(6):
+        for i in range(rng.randint(2, 30)):
+            text = " ".join(rng.choice(words) for _ in range(rng.randint(3, 120)))
+            say(
+                text,
+                "user" if i % 2 == 0 else "assistant",
+                session=f"s{s}",
+                at=DAY_ONE + timedelta(days=s, minutes=i),
+            )
+    for i in range(rng.randint(0, 8)):
+        LongTermMemory.objects.create(
+            agent_id="a1",
+            content=" ".join(rng.choice(words) for _ in range(rng.randint(3, 60))),
+            memory_type="fact",
+            access_count=i,
+        )
+    say(" ".join(rng.choice(words) for _ in range(8)), session="s5", at=DAY_ONE + timedelta(days=9))
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("window", [256, 1024, 4096])
+def test_the_budget_holds_with_four_layers(seed, window):
+    _random_store(random.Random(seed))
+
+    context = context_build(agent_id="a1", session_id="s5", query=None, model_window=window)
+
+    layers = context.layers
+    sent = sum(estimate_tokens(m["content"]) for m in context.messages)
+    assert sent <= context.used <= context.budget == int(window * 0.6)
+
+    def unused(name: str) -> int:
+        return max(0, layers[name].share - layers[name].used)
+
+    pool = layers["long_term"].used + layers["recall"].used
+    pool_share = layers["long_term"].share
+    assert layers["working"].used <= layers["working"].share + unused("short_term") + max(
+        0, pool_share - pool
+    )
+    assert pool <= pool_share + unused("working") + unused("short_term")
+    if not context.cuts:
+        assert layers["working"].items, "the newest message always fits these windows"
+
+
+def test_a_four_message_session_holds_no_summary_of_its_own_messages():
+    say("我喜欢喝绿茶。")
+    first = say("好的，记住了：绿茶。", "assistant")
+    say("明天提醒我买茶叶。")
+    second = say("好的，明天提醒你。", "assistant")
+    summarize_turn(first)
+    summarize_turn(second)
+
+    context = context_build(agent_id="a1", session_id="s1", query=None, model_window=8192)
+
+    assert context.layers["short_term"].items == []
+    assert "Earlier in this session" not in system_text(context)
+    assert [m["content"] for m in context.messages] == [
+        "我喜欢喝绿茶。",
+        "好的，记住了：绿茶。",
+        "明天提醒我买茶叶。",
+        "好的，明天提醒你。",
+    ]
+
+
+def test_a_turn_that_fell_out_of_working_memory_is_represented_by_its_summary():
+    old_question = say("alpha " * 400)  # 600 tokens: falls out of a 1000-token window's 300
+    old_reply = say("beta " * 400, "assistant")
+    summary = summarize_turn(old_reply)
+    say("gamma question")
+    say("delta answer", "assistant")
+
+    context = context_build(agent_id="a1", session_id="s1", query=None, model_window=1000)
+
+    working = [item.id for item in context.layers["working"].items]
+    assert old_reply.pk not in working and old_question.pk not in working
+    assert [item.id for item in context.layers["short_term"].items] == [summary.pk]
+    # Recall does not repeat the summarised turn.
+    recalled = {item.id for item in context.layers["recall"].items}
+    assert not recalled & {old_question.pk, old_reply.pk}
+
+
+def test_a_memory_identical_to_a_recalled_message_appears_once():
+    message = chat("old", ["I am allergic to peanuts.", "Noted, no peanuts."], start=DAY_ONE)[0]
+    memory = memory_create(
+        agent_id="a1",
+        content="I am allergic to peanuts.",
+        memory_type="fact",
+        actor="consolidation",
+    )
+    say("can I eat peanuts?", session="new")
+
+    context = context_build(agent_id="a1", session_id="new", query=None, model_window=8192)
+
+    assert system_text(context).count("allergic to peanuts") == 1
+    assert message.pk in {item.id for item in context.layers["recall"].items}
+    left_out = context.layers["long_term"].left_out
+    assert [(o.id, o.reason) for o in left_out] == [
+        (memory.pk, f"says the same as message {message.pk}")
+    ]
+
+
+def test_the_method_names_what_chose_each_item_after_the_identity_filter(fake_embedder):
+    # No memory is similar enough to "do you remember me": the most used fill in.
+    LongTermMemory.objects.create(
+        agent_id="a1", content="xylophone lessons weekly", memory_type="fact", access_count=3
+    )
+    vectors.embed_pending()
+
+    context = context_build(
+        agent_id="a1", session_id="s1", query="do you remember me", model_window=8192
+    )
+
+    layer = context.layers["long_term"]
+    assert [item.method for item in layer.items] == ["access_count"]
+    assert layer.method == "access_count"
+
+
+@pytest.mark.parametrize(
+    "question, evidence, distractors",
+    [
+        (
+            "Where did Caroline go camping in June?",
+            "Caroline: we went camping in the mountains in June.",
+            ["Caroline likes tea.", "June was rainy in the city.", "Mountains are far."],
+        ),
+        (
+            "我女儿叫什么名字？",
+            "我女儿叫小美，今年五岁了。",
+            ["名字不重要。", "我喜欢跑步。", "女儿节快乐。"],
+        ),
+    ],
+)
+def test_a_stored_question_never_pushes_the_evidence_out(question, evidence, distractors):
+    past = chat("past", [evidence, *distractors], start=DAY_ONE)
+    say(question, session="new")
+
+    context = context_build(agent_id="a1", session_id="new", query=question, model_window=2048)
+
+    assert past[0].pk in {item.id for item in context.layers["recall"].items}
+    assert evidence in system_text(context)
+    assert system_text(context).count(question) == 0  # the question is sent once, as itself
+
+
+def test_a_chinese_query_with_an_english_only_model_does_not_use_vectors(monkeypatch):
+    from memory import embeddings
+
+    english_only = FakeEmbedder(model=LOCAL_MODEL)
+    monkeypatch.setattr(embeddings, "configured_embedder", lambda: english_only)
+    vectors.query_vector.cache_clear()
+    say("I drink green tea every morning.", session="old")
+    vectors.embed_pending()
+    calls = len(english_only.calls)
+
+    context = context_build(
+        agent_id="a1", session_id="new", query="我喝什么茶？", model_window=8192
+    )
+
+    assert len(english_only.calls) == calls  # the query was not embedded
+    assert any("English-only" in reason for reason in context.degraded)
+    assert context.layers["recall"].method == "lexical"
+    english = context_build(agent_id="a1", session_id="new", query="what tea", model_window=8192)
+    assert english.degraded == [] and english.layers["recall"].method == "hybrid"
