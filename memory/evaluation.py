@@ -11,7 +11,7 @@ import json
 import re
 import statistics
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -20,16 +20,21 @@ from typing import Any
 
 import numpy as np
 
+from memory.context import Context, context_build
 from memory.embeddings import Embedder, Signature
 from memory.measure import percentile
 from memory.messages import message_add
+from memory.models import MainMessage
 from memory.search import search
+from memory.tokens import estimate_tokens
+from memory.vectors import delete_with_vectors, embed_pending
 
 
 @dataclass
 class Report:
     mode: str
     ks: list[int]
+    store_question: bool = False
     queries: int = 0
     hits: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
     by_category: dict[str, dict[int, list[float]]] = field(
@@ -43,7 +48,9 @@ class Report:
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "target": "search",
             "mode": self.mode,
+            "store_question": self.store_question,
             "recall": self.recall(),
             "by_category": {
                 category: {str(k): round(statistics.fmean(v[k]), 4) for k in self.ks}
@@ -126,20 +133,39 @@ def load_conversations(path: Path) -> int:
     return count
 
 
+def _store_question(question: dict[str, Any], embedder: Embedder | None) -> MainMessage:
+    """The question as an agent stores it before asking: a user message of a new session,
+    embedded as the worker would embed it."""
+    stored = message_add(
+        agent_id=question["conversation_id"],
+        session_id=f"question-{question['qa_index']}",
+        role="user",
+        content=question["question"],
+        summarize=False,
+    )
+    if embedder is not None:
+        embed_pending(embedder=embedder)
+    return stored
+
+
 def evaluate(
     path: Path,
     *,
     mode: str,
     ks: list[int],
     fusion: str = "weighted",
+    store_question: bool = False,
     embedder: Embedder | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> Report:
-    report = Report(mode=mode, ks=sorted(ks))
+    """Evidence recall@k of search; with `store_question`, each question is first stored as
+    a message of a new session (deleted after its search)."""
+    report = Report(mode=mode, ks=sorted(ks), store_question=store_question)
     for question in _lines(path):
         evidence = set(question["evidence"])
         if not evidence:
             continue
+        stored = _store_question(question, embedder) if store_question else None
         start = time.perf_counter()
         result = search(
             agent_id=question["conversation_id"],
@@ -150,12 +176,201 @@ def evaluate(
             embedder=embedder,
         )
         report.latencies.append(time.perf_counter() - start)
+        if stored is not None:
+            delete_with_vectors(MainMessage.objects.filter(pk=stored.pk))
         report.degraded.update(result.degraded)
-        found = [hit.message.metadata["turn_id"] for hit in result.hits]
+        found = [(hit.message.metadata or {}).get("turn_id") for hit in result.hits]
         for k in report.ks:
             recall = len(evidence & set(found[:k])) / len(evidence)
             report.hits[k].append(recall)
             report.by_category[str(question["category"])][k].append(recall)
+        report.queries += 1
+        if progress:
+            progress(1)
+    return report
+
+
+# --- the context an agent receives -----------------------------------------------------------
+
+
+def replay_conversations(path: Path, *, end_session: Callable[[str, str], None]) -> int:
+    """Every conversation replayed as an agent would store it: one agent per conversation,
+    its sessions in order, the first speaker as `user` and the other as `assistant`, each
+    session ended (`end_session(agent, session)`) right after its last message."""
+    count = 0
+    first_speaker: dict[str, str] = {}
+    current: tuple[str, str] | None = None
+    for turn in _lines(path):
+        agent, session = turn["conversation_id"], session_key(turn["session_id"])
+        if current is not None and current != (agent, session):
+            end_session(*current)
+        current = (agent, session)
+        role = (
+            "user"
+            if first_speaker.setdefault(agent, turn["speaker"]) == turn["speaker"]
+            else ("assistant")
+        )
+        message_add(
+            agent_id=agent,
+            session_id=session,
+            role=role,
+            content=turn["text"],
+            metadata={"turn_id": turn["turn_id"], "speaker": turn["speaker"]},
+            timestamp=session_time(turn["session_datetime"]) + timedelta(seconds=count),
+        )
+        count += 1
+    if current is not None:
+        end_session(*current)
+    return count
+
+
+def turn_texts(path: Path) -> dict[tuple[str, str], str]:
+    return {(t["conversation_id"], t["turn_id"]): t["text"] for t in _lines(path)}
+
+
+def last_sessions(path: Path) -> dict[str, str]:
+    """Each conversation's last session (conversations.jsonl is chronological)."""
+    return {t["conversation_id"]: session_key(t["session_id"]) for t in _lines(path)}
+
+
+def folded_answer(text: str) -> str:
+    return " ".join(re.findall(r"\w+", str(text).lower()))
+
+
+@dataclass(frozen=True)
+class _Unit:
+    tokens: int
+    folded: str
+    grams: Counter[str]
+
+
+def _unit(text: str) -> _Unit:
+    folded = "".join(re.findall(r"\w+", text.lower()))
+    grams = Counter(folded[i : i + 2] for i in range(len(folded) - 1))
+    return _Unit(estimate_tokens(text), folded, grams)
+
+
+def _restates(unit: _Unit, other: _Unit) -> bool:
+    """Whether `unit` says what `other` says: contained in it, or > 0.8 bigram-similar."""
+    if not unit.folded or not other.folded:
+        return False
+    if unit.folded in other.folded:
+        return True
+    sizes = sorted((len(unit.folded), len(other.folded)))
+    if sizes[0] < 0.6 * sizes[1]:
+        return False  # Dice cannot pass 0.8 between texts this different in length
+    shared = sum((unit.grams & other.grams).values())
+    total = sum(unit.grams.values()) + sum(other.grams.values())
+    return total > 0 and 2 * shared / total > 0.8
+
+
+def _inside(unit: _Unit, other: _Unit) -> bool:
+    return (
+        bool(unit.folded) and len(unit.folded) < len(other.folded) and unit.folded in other.folded
+    )
+
+
+def duplicate_share(context: Context) -> float:
+    """The share of the context's item tokens that repeat another item of it (each repeat
+    counted once, the first occurrence kept)."""
+    units = [_unit(item.content) for layer in context.layers.values() for item in layer.items]
+    total = sum(unit.tokens for unit in units) or 1
+    repeated = sum(
+        unit.tokens
+        for i, unit in enumerate(units)
+        if any(_restates(unit, other) for other in units[:i])
+        or any(_inside(unit, other) for other in units[i + 1 :])
+    )
+    return repeated / total
+
+
+@dataclass
+class ContextReport:
+    window: int
+    same_session: bool
+    store_question: bool = True
+    queries: int = 0
+    evidence: list[float] = field(default_factory=list)
+    answers: list[bool] = field(default_factory=list)
+    used: list[int] = field(default_factory=list)
+    duplicates: list[float] = field(default_factory=list)
+    by_category: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    latencies: list[float] = field(default_factory=list)
+    degraded: set[str] = field(default_factory=set)
+    budget: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "target": "context",
+            "model_window": self.window,
+            "budget": self.budget,
+            "same_session": self.same_session,
+            "queries": self.queries,
+            "evidence_recall": round(statistics.fmean(self.evidence), 4),
+            "answer_present": round(statistics.fmean(self.answers), 4),
+            "tokens_used_mean": round(statistics.fmean(self.used)),
+            "duplicate_token_share": round(statistics.fmean(self.duplicates), 4),
+            "by_category": {
+                category: round(statistics.fmean(values), 4)
+                for category, values in sorted(self.by_category.items())
+            },
+            "latency_ms": {
+                "p50": round(statistics.median(self.latencies) * 1000, 2),
+                "p95": round(percentile(self.latencies, 0.95) * 1000, 2),
+            },
+            "degraded": sorted(self.degraded),
+        }
+
+
+def evaluate_context(
+    folder: Path,
+    *,
+    window: int,
+    same_session: bool,
+    embedder: Embedder | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> ContextReport:
+    """Each question stored as the user's message (in a new session, or as the next message
+    of the conversation's last session), then the context an agent would get for it.
+
+    The question is deleted after its call, so that later questions do not recall it.
+    """
+    texts = turn_texts(folder / "conversations.jsonl")
+    last = last_sessions(folder / "conversations.jsonl")
+    report = ContextReport(window=window, same_session=same_session)
+    for question in _lines(folder / "queries.jsonl"):
+        evidence = question["evidence"]
+        if not evidence:
+            continue
+        agent = question["conversation_id"]
+        session = last[agent] if same_session else f"question-{question['qa_index']}"
+        stored = message_add(
+            agent_id=agent,
+            session_id=session,
+            role="user",
+            content=question["question"],
+            summarize=False,
+        )
+        start = time.perf_counter()
+        context = context_build(
+            agent_id=agent,
+            session_id=session,
+            query=question["question"],
+            model_window=window,
+            embedder=embedder,
+        )
+        report.latencies.append(time.perf_counter() - start)
+        delete_with_vectors(MainMessage.objects.filter(pk=stored.pk))
+        sent = "\n".join(message["content"] for message in context.messages)
+        found = [texts[(agent, turn)] in sent for turn in evidence if (agent, turn) in texts]
+        recall = sum(found) / len(evidence)
+        report.evidence.append(recall)
+        report.by_category[str(question["category"])].append(recall)
+        report.answers.append(folded_answer(question["answer"]) in folded_answer(sent))
+        report.used.append(sum(estimate_tokens(m["content"]) for m in context.messages))
+        report.duplicates.append(duplicate_share(context))
+        report.degraded.update(context.degraded)
+        report.budget = context.budget
         report.queries += 1
         if progress:
             progress(1)

@@ -60,3 +60,35 @@ def test_it_explains_a_missing_folder(tmp_path):
     result = run(str(tmp_path / "nowhere"), home=tmp_path / "home")
     assert result.returncode != 0
     assert "conversations.jsonl does not exist" in result.stderr
+
+
+@pytest.mark.skipif(not LOCOMO.is_dir(), reason=f"LoCoMo data not found at {LOCOMO}")
+def test_the_context_target_measures_what_a_new_session_receives(tmp_path):
+    data = sample(tmp_path / "locomo")
+
+    result = run(
+        str(data), "--target", "context", "--window", "2048", "--json", home=tmp_path / "home"
+    )
+
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert (report["target"], report["model_window"], report["budget"]) == ("context", 2048, 1228)
+    assert report["queries"] > 5 and report["same_session"] is False
+    assert 0.5 < report["evidence_recall"] <= 1
+    assert 0 < report["tokens_used_mean"] <= report["budget"]
+    assert report["duplicate_token_share"] < 0.05
+    assert "evidence recall" in result.stdout
+
+
+@pytest.mark.skipif(not LOCOMO.is_dir(), reason=f"LoCoMo data not found at {LOCOMO}")
+def test_search_with_the_question_stored_first(tmp_path):
+    data = sample(tmp_path / "locomo")
+
+    result = run(
+        str(data), "--mode", "lexical", "--store-question", "--json", home=tmp_path / "home"
+    )
+
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["store_question"] is True and report["recall"]["10"] > 0.3
+    assert "question stored" in result.stdout

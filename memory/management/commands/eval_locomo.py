@@ -1,7 +1,12 @@
-"""`manage.py eval_locomo DIR`: evidence recall@k of search on LoCoMo-format data.
+"""`manage.py eval_locomo DIR`: what search finds, or what the context an agent receives holds,
+on LoCoMo-format data.
 
-Runs in a fresh temporary database, never the user's: conversations are loaded as agents,
-embedded synchronously with the configured provider, and every question is searched.
+Runs in a fresh temporary database, never the user's. `--target search` (the default) loads
+the conversations as agents, embeds them with the configured provider and searches every
+question. `--target context` replays each conversation as an agent stores it (sessions in
+order, each ended, the task worker drained: summaries, consolidation, vectors), then asks
+every question from a new session (or, with `--same-session`, as the next message of the
+last session) and checks which evidence turns the returned messages hold.
 """
 
 from __future__ import annotations
@@ -12,26 +17,50 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 from tqdm import tqdm
 
 from memory import embeddings
-from memory.evaluation import CachedEmbedder, Report, evaluate, load_conversations
+from memory.evaluation import (
+    CachedEmbedder,
+    ContextReport,
+    Report,
+    evaluate,
+    evaluate_context,
+    load_conversations,
+    replay_conversations,
+)
 from memory.management.tempdb import use_temporary_database
 from memory.search import FUSIONS, MODES
+from memory.tasks import consolidate_session_task
 from memory.vectors import embed_pending
 
 
 class Command(BaseCommand):
-    help = "Evaluate search on LoCoMo-format data (conversations.jsonl, queries.jsonl)."
+    help = "Evaluate search or context on LoCoMo-format data (conversations.jsonl, queries.jsonl)."
     requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("dir", type=Path)
-        parser.add_argument("--k", type=int, nargs="+", default=[5, 10])
-        parser.add_argument("--mode", choices=MODES, default="hybrid")
+        parser.add_argument("--target", choices=("search", "context"), default="search")
+        parser.add_argument("--k", type=int, nargs="+", default=[5, 10], help="search target")
+        parser.add_argument("--mode", choices=MODES, default="hybrid", help="search target")
         parser.add_argument("--fusion", choices=sorted(FUSIONS), default="weighted")
+        parser.add_argument(
+            "--store-question",
+            action="store_true",
+            help="search target: store each question in a new session first, as agents do",
+        )
+        parser.add_argument(
+            "--window", type=int, default=8192, help="context target: the model window"
+        )
+        parser.add_argument(
+            "--same-session",
+            action="store_true",
+            help="context target: ask as the next message of the conversation's last session",
+        )
         parser.add_argument("--json", action="store_true", help="end with one JSON line")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -41,45 +70,98 @@ class Command(BaseCommand):
                 raise CommandError(f"{folder / name} does not exist")
         with tempfile.TemporaryDirectory(prefix="orca-eval-") as tmp:
             use_temporary_database(Path(tmp) / "eval.db")
-            report = self._run(folder, options)
+            cached = self._cached_embedder()
+            if options["target"] == "context":
+                report: Report | ContextReport = self._context(folder, cached, options)
+            else:
+                report = self._search(folder, cached, options)
+            if cached is not None:
+                cached.save()  # the queries' vectors too
             connections["default"].close()
-        self._print(report, options["json"])
+        data = report.as_dict()
+        self._print(data)
+        if options["json"]:
+            self.stdout.write(json.dumps(data))
 
-    def _run(self, folder: Path, options: dict[str, Any]) -> Report:
-        loaded = load_conversations(folder / "conversations.jsonl")
+    def _cached_embedder(self) -> CachedEmbedder | None:
         embedder = embeddings.configured_embedder()
-        cached = None
-        if options["mode"] != "lexical" and embedder is not None:
-            cached = CachedEmbedder(embedder, settings.ORCA.data_dir / "cache")
-            self.stderr.write(f"Loaded {loaded} messages; embedding with {embedder.signature}")
-            with tqdm(total=loaded, unit="msg", file=self.stderr._out) as bar:
-                embed_pending(embedder=cached, progress=bar.update, batch_size=64)
-            cached.save()
+        if embedder is None:
+            return None
+        return CachedEmbedder(embedder, settings.ORCA.data_dir / "cache")
+
+    def _embed(self, cached: CachedEmbedder | None, loaded: int) -> None:
+        if cached is None:
+            return
+        self.stderr.write(f"Loaded {loaded} messages; embedding with {cached.signature}")
+        with tqdm(total=loaded, unit="msg", file=self.stderr._out) as bar:
+            embed_pending(embedder=cached, progress=bar.update, batch_size=64)
+        cached.save()
+
+    def _search(
+        self, folder: Path, cached: CachedEmbedder | None, options: dict[str, Any]
+    ) -> Report:
+        loaded = load_conversations(folder / "conversations.jsonl")
+        embedder = cached if options["mode"] != "lexical" else None
+        self._embed(embedder, loaded)
         with tqdm(unit="query", file=self.stderr._out) as bar:
-            report = evaluate(
+            return evaluate(
                 folder / "queries.jsonl",
                 mode=options["mode"],
                 ks=options["k"],
                 fusion=options["fusion"],
+                store_question=options["store_question"],
+                embedder=embedder,
+                progress=bar.update,
+            )
+
+    def _context(
+        self, folder: Path, cached: CachedEmbedder | None, options: dict[str, Any]
+    ) -> ContextReport:
+        loaded = replay_conversations(
+            folder / "conversations.jsonl",
+            end_session=lambda agent, session: consolidate_session_task.enqueue(agent, session),
+        )
+        # The messages' vectors from the cache; the worker then runs what the sessions queued
+        # (turn summaries, consolidation, their vectors) as `make run`'s worker would.
+        self._embed(cached, loaded)
+        self.stderr.write("Draining the task worker")
+        call_command("db_worker", batch=True, interval=0, verbosity=0)
+        with tqdm(unit="query", file=self.stderr._out) as bar:
+            return evaluate_context(
+                folder,
+                window=options["window"],
+                same_session=options["same_session"],
                 embedder=cached,
                 progress=bar.update,
             )
-        if cached is not None:
-            cached.save()  # the queries' vectors too
-        return report
 
-    def _print(self, report: Report, as_json: bool) -> None:
-        data = report.as_dict()
-        self.stdout.write(f"mode {data['mode']}, {data['queries']} queries")
+    def _print(self, data: dict[str, Any]) -> None:
+        if data["target"] == "context":
+            where = "same session" if data["same_session"] else "new session"
+            self.stdout.write(
+                f"context, window {data['model_window']} (budget {data['budget']}), {where}, "
+                f"{data['queries']} queries"
+            )
+        else:
+            stored = ", question stored" if data["store_question"] else ""
+            self.stdout.write(f"mode {data['mode']}{stored}, {data['queries']} queries")
         for reason in data["degraded"]:
             self.stdout.write(f"  degraded: {reason}")
-        self.stdout.write(
-            "  recall " + ", ".join(f"@{k} {v:.3f}" for k, v in data["recall"].items())
-        )
-        for category, recall in data["by_category"].items():
-            values = ", ".join(f"@{k} {v:.3f}" for k, v in recall.items())
-            self.stdout.write(f"  category {category}: {values}")
+        if data["target"] == "context":
+            self.stdout.write(
+                f"  evidence recall {data['evidence_recall']:.3f}, answer present "
+                f"{data['answer_present']:.3f}, tokens used {data['tokens_used_mean']}, "
+                f"duplicate tokens {data['duplicate_token_share']:.1%}"
+            )
+            for category, recall in data["by_category"].items():
+                self.stdout.write(f"  category {category}: {recall:.3f}")
+        else:
+            self.stdout.write(
+                "  recall " + ", ".join(f"@{k} {v:.3f}" for k, v in data["recall"].items())
+            )
+            for category, recall in data["by_category"].items():
+                values = ", ".join(f"@{k} {v:.3f}" for k, v in recall.items())
+                self.stdout.write(f"  category {category}: {values}")
         latency = data["latency_ms"]
-        self.stdout.write(f"  search latency p50 {latency['p50']} ms, p95 {latency['p95']} ms")
-        if as_json:
-            self.stdout.write(json.dumps(data))
+        call = "context" if data["target"] == "context" else "search"
+        self.stdout.write(f"  {call} latency p50 {latency['p50']} ms, p95 {latency['p95']} ms")
