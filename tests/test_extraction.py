@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
+from io import StringIO
+from pathlib import Path
 
 import pytest
+from django.core.management import CommandError, call_command
 
 from memory.extraction import classify, offline_extract, sentences
 from memory.maintenance import consolidate_session
@@ -179,3 +183,59 @@ def test_consolidation_stores_each_speakers_statements_attributed():
         ("fact", "[8 May 2023] Caroline: I went to a LGBTQ support group yesterday."),
         ("preference", "Melanie: My kids love camping, by the way."),
     ]
+
+
+def locomo(folder: Path) -> Path:
+    turns = [
+        ("D1:1", "Caroline", "Hey Mel! Good to see you! How have you been?"),
+        ("D1:2", "Melanie", "I'm swamped with the kids & work. My kids love camping."),
+        ("D1:3", "Caroline", "I went to a LGBTQ support group yesterday."),
+    ]
+    folder.mkdir()
+    (folder / "conversations.jsonl").write_text(
+        "".join(
+            json.dumps(
+                {
+                    "conversation_id": "conv-26",
+                    "session_id": "conv-26/session_1",
+                    "session_datetime": "1:56 pm on 8 May, 2023",
+                    "turn_id": turn_id,
+                    "speaker": speaker,
+                    "text": text,
+                }
+            )
+            + "\n"
+            for turn_id, speaker, text in turns
+        )
+    )
+    return folder
+
+
+def test_eval_extractor_counts_memories_and_samples_them_with_their_source_turn(tmp_path):
+    out = StringIO()
+
+    call_command("eval_extractor", str(locomo(tmp_path / "locomo")), "--json", stdout=out)
+
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "conv-26: 2 memories from 3 messages"
+    assert lines[1] == "total: 2 memories (preference 1, fact 1, decision 0, project 0)"
+    report = json.loads(lines[-1])
+    assert report["sample"] == [
+        {
+            "conversation": "conv-26",
+            "turn_id": "D1:2",
+            "memory_type": "preference",
+            "content": "Melanie: My kids love camping.",
+        },
+        {
+            "conversation": "conv-26",
+            "turn_id": "D1:3",
+            "memory_type": "fact",
+            "content": "[8 May 2023] Caroline: I went to a LGBTQ support group yesterday.",
+        },
+    ]
+
+
+def test_eval_extractor_explains_a_missing_folder(tmp_path):
+    with pytest.raises(CommandError, match="conversations.jsonl does not exist"):
+        call_command("eval_extractor", str(tmp_path / "nowhere"))
