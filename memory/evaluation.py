@@ -1,13 +1,15 @@
-"""Evidence recall of `search()` on LoCoMo-format data (see ../shared/data/locomo/README.md).
+"""Evaluations on LoCoMo-format data (see ../shared/data/locomo/README.md).
 
-Each conversation becomes one agent, each LoCoMo session one session; every question is
-searched within its conversation's agent through the same `search()` the API uses.
+Each conversation becomes one agent, each LoCoMo session one session. Evidence recall: every
+question is searched within its conversation's agent through the same `search()` the API uses.
+The offline extractor: what it makes of each session's messages, as consolidation feeds them.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import random
 import re
 import statistics
 import time
@@ -22,9 +24,10 @@ import numpy as np
 
 from memory.context import Context, context_build
 from memory.embeddings import Embedder, Signature
+from memory.extraction import extract_with_sources
 from memory.measure import percentile
 from memory.messages import message_add
-from memory.models import MainMessage
+from memory.models import MainMessage, MemoryType, Role
 from memory.search import search
 from memory.tokens import estimate_tokens
 from memory.vectors import delete_with_vectors, embed_pending
@@ -117,18 +120,23 @@ def session_time(text: str) -> datetime:
     return datetime.strptime(text, "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
 
 
+def _message_fields(turn: dict[str, Any], count: int) -> dict[str, Any]:
+    """A turn as a message said by its speaker at its session's time (count: turns before it)."""
+    return {
+        "agent_id": turn["conversation_id"],
+        "session_id": session_key(turn["session_id"]),
+        "role": Role.USER,
+        "content": turn["text"],
+        "metadata": {"turn_id": turn["turn_id"], "speaker": turn["speaker"]},
+        "timestamp": session_time(turn["session_datetime"]) + timedelta(seconds=count),
+    }
+
+
 def load_conversations(path: Path) -> int:
     """Every turn as a message, said by its speaker at its session's time."""
     count = 0
     for turn in _lines(path):
-        message_add(
-            agent_id=turn["conversation_id"],
-            session_id=session_key(turn["session_id"]),
-            role="user",
-            content=turn["text"],
-            metadata={"turn_id": turn["turn_id"], "speaker": turn["speaker"]},
-            timestamp=session_time(turn["session_datetime"]) + timedelta(seconds=count),
-        )
+        message_add(**_message_fields(turn, count))
         count += 1
     return count
 
@@ -146,6 +154,15 @@ def _store_question(question: dict[str, Any], embedder: Embedder | None) -> Main
     if embedder is not None:
         embed_pending(embedder=embedder)
     return stored
+
+
+def conversation_sessions(path: Path) -> dict[tuple[str, str], list[MainMessage]]:
+    """Each (agent, session)'s turns as unsaved messages, as load_conversations stores them."""
+    sessions: dict[tuple[str, str], list[MainMessage]] = defaultdict(list)
+    for count, turn in enumerate(_lines(path)):
+        message = MainMessage(**_message_fields(turn, count))
+        sessions[(message.agent_id, message.session_id)].append(message)
+    return dict(sessions)
 
 
 def evaluate(
@@ -201,23 +218,12 @@ def replay_conversations(path: Path, *, end_session: Callable[[str, str], None])
     first_speaker: dict[str, str] = {}
     current: tuple[str, str] | None = None
     for turn in _lines(path):
-        agent, session = turn["conversation_id"], session_key(turn["session_id"])
-        if current is not None and current != (agent, session):
+        fields = _message_fields(turn, count)
+        if current is not None and current != (fields["agent_id"], fields["session_id"]):
             end_session(*current)
-        current = (agent, session)
-        role = (
-            "user"
-            if first_speaker.setdefault(agent, turn["speaker"]) == turn["speaker"]
-            else ("assistant")
-        )
-        message_add(
-            agent_id=agent,
-            session_id=session,
-            role=role,
-            content=turn["text"],
-            metadata={"turn_id": turn["turn_id"], "speaker": turn["speaker"]},
-            timestamp=session_time(turn["session_datetime"]) + timedelta(seconds=count),
-        )
+        current = (fields["agent_id"], fields["session_id"])
+        first = first_speaker.setdefault(fields["agent_id"], turn["speaker"])
+        message_add(**fields | {"role": Role.USER if turn["speaker"] == first else Role.ASSISTANT})
         count += 1
     if current is not None:
         end_session(*current)
@@ -374,4 +380,41 @@ def evaluate_context(
         report.queries += 1
         if progress:
             progress(1)
+
+
+@dataclass
+class ExtractorReport:
+    messages: Counter[str]  # per conversation
+    memories: list[dict[str, str]]  # conversation, turn_id, memory_type, content
+
+    def as_dict(self, *, sample: int, seed: int) -> dict[str, Any]:
+        count = min(sample, len(self.memories))
+        chosen = sorted(random.Random(seed).sample(range(len(self.memories)), count))
+        made = Counter(m["conversation"] for m in self.memories)
+        return {
+            "messages": dict(self.messages),
+            "memories": {conversation: made[conversation] for conversation in self.messages},
+            "total": len(self.memories),
+            "by_type": {
+                kind: sum(m["memory_type"] == kind for m in self.memories)
+                for kind in MemoryType.values
+            },
+            "sample": [self.memories[i] for i in chosen],
+        }
+
+
+def evaluate_extractor(path: Path) -> ExtractorReport:
+    """The offline extractor run on each session's turns, in order, as consolidation does."""
+    report = ExtractorReport(messages=Counter(), memories=[])
+    for (conversation, _), messages in conversation_sessions(path).items():
+        report.messages[conversation] += len(messages)
+        for extracted, message in extract_with_sources(messages):
+            report.memories.append(
+                {
+                    "conversation": conversation,
+                    "turn_id": message.metadata["turn_id"],
+                    "memory_type": extracted.memory_type,
+                    "content": extracted.content,
+                }
+            )
     return report

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
@@ -24,6 +23,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from memory import memories, tasks
+from memory.extraction import MEMORY_CHARS, Extracted, offline_extract
+from memory.extraction import sentences as _sentences
 from memory.llm import LLMError, configured_chat
 from memory.models import (
     ConsolidationRun,
@@ -45,7 +46,6 @@ CONSOLIDATION_WINDOW = timedelta(seconds=30)
 DUPLICATE_SIMILARITY = 0.8
 MERGE_CONFIDENCE_STEP = 0.1
 SUMMARY_CHARS = 100
-MEMORY_CHARS = 300
 
 SUMMARY_PROMPT = "请用一句话总结本轮对话的关键信息，不超过 50 字：\n\n{turn}"
 EXTRACTION_PROMPT = """从下面的对话摘要中提取值得长期记住的信息（用户偏好、事实、决策、项目背景）。
@@ -56,46 +56,7 @@ EXTRACTION_PROMPT = """从下面的对话摘要中提取值得长期记住的信
 摘要：
 {summaries}"""
 
-# The offline extractor: sentences of the user's messages holding one of these cues become
-# memories of that type (first match wins). One table, Chinese and English.
-CUES: tuple[tuple[str, str], ...] = (
-    (
-        MemoryType.PREFERENCE,
-        r"我(很|最|比较|更|也)?(喜欢|偏好|习惯|讨厌)|我不(太)?喜欢|请(用|以|不要|别|尽量)|以后(都)?请"
-        r"|\bi (really |also |much )?(like|love|prefer|hate|dislike)\b|\bi don'?t like\b"
-        r"|\bplease (always|never|use|answer|reply|write|keep)\b|\bi'?d rather\b",
-    ),
-    (
-        MemoryType.DECISION,
-        r"我们决定|决定(用|采用|使用|把|了)|就这么定|定下来"
-        r"|\bwe('ve| have)? decided\b|\bwe will (use|go)\b|\blet'?s go with\b",
-    ),
-    (
-        MemoryType.PROJECT,
-        r"项目|\bthe project\b|\bour (app|product|service|repo|codebase)\b"
-        r"|\bwe('re| are) building\b",
-    ),
-    (
-        MemoryType.FACT,
-        r"我叫|我是|我住在|我在.{0,10}(工作|上班|读书)|我的.{0,8}(是|叫)"
-        r"|\bmy name is\b|\bi live in\b|\bi work (at|for|as)\b|\bi'?m an? \b|\bi am an? \b",
-    ),
-)
-_CUES = [(kind, re.compile(pattern, re.IGNORECASE)) for kind, pattern in CUES]
-_SENTENCE_END = re.compile(r"(?<=[。！？!?.;；\n])\s*")
-
-
-@dataclass(frozen=True)
-class Extracted:
-    memory_type: str
-    content: str
-
-
 # --- turn summaries ------------------------------------------------------------------------
-
-
-def _sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
 
 
 def _first_sentence(text: str) -> str:
@@ -184,18 +145,6 @@ def text_similarity(a: str, b: str) -> float:
             pool.remove(gram)
             shared += 1
     return 2 * shared / (len(grams_a) + len(grams_b))
-
-
-def offline_extract(messages: list[MainMessage]) -> list[Extracted]:
-    found: dict[str, Extracted] = {}
-    for message in messages:
-        for sentence in _sentences(message.content):
-            for kind, cue in _CUES:
-                if cue.search(sentence):
-                    key = _normalised(sentence)
-                    found.setdefault(key, Extracted(kind, sentence[:MEMORY_CHARS]))
-                    break
-    return list(found.values())
 
 
 def _parse_extraction(answer: str) -> list[Extracted]:

@@ -1,0 +1,241 @@
+"""The offline extractor: first-person statements become typed, attributed long-term memories."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from memory.extraction import classify, offline_extract, sentences
+from memory.maintenance import consolidate_session
+from memory.messages import message_add
+from memory.models import LongTermMemory, MainMessage
+
+MAY_8 = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+
+
+def said(
+    content: str,
+    *,
+    role: str = "user",
+    speaker: str | None = None,
+    timestamp: datetime | None = MAY_8,
+) -> MainMessage:
+    """An unsaved message, as consolidation reads it from the database."""
+    metadata = {"speaker": speaker} if speaker else None
+    return MainMessage(role=role, content=content, metadata=metadata, timestamp=timestamp)
+
+
+def memories(*messages: MainMessage) -> list[tuple[str, str]]:
+    return [(e.memory_type, e.content) for e in offline_extract(messages)]
+
+
+@pytest.mark.parametrize(
+    ("sentence", "memory_type"),
+    [
+        ("I'm a single parent.", "fact"),
+        ("I just started a new job at a bank.", "fact"),
+        ("We adopted a dog named Max.", "fact"),
+        ("Last week I went to a LGBTQ support group.", "fact"),
+        ("My partner and I went fishing in the lake.", "fact"),
+        ("My mother passed away last year.", "fact"),
+        ("I'm originally from Sweden.", "fact"),
+        ("I've been painting for years.", "preference"),
+        ("My kids love camping.", "preference"),
+        ("I don't like spicy food.", "preference"),
+        ("I'm a big fan of classical music.", "preference"),
+        ("I usually run before work.", "preference"),
+        ("I've decided to run for office again.", "decision"),
+        ("We're planning a family reunion in June.", "decision"),
+        ("I'm writing a novel about my grandmother.", "project"),
+    ],
+)
+def test_it_keeps_what_an_english_speaker_says_about_themselves(sentence, memory_type):
+    assert classify(sentence) == memory_type
+
+
+@pytest.mark.parametrize(
+    ("sentence", "memory_type"),
+    [
+        ("我女儿叫小美", "fact"),
+        ("我对花生过敏", "fact"),
+        ("我上个月搬到了杭州", "fact"),
+        ("我在一家银行上班", "fact"),
+        ("我养了一只猫", "fact"),
+        ("我是一名程序员", "fact"),
+        ("我不吃辣", "preference"),
+        ("我喜欢喝绿茶", "preference"),
+        ("我们决定用 Django", "decision"),
+        ("我打算下个月去日本", "decision"),
+        ("我在做一个记账应用的项目", "project"),
+    ],
+)
+def test_it_keeps_what_a_chinese_speaker_says_about_themselves(sentence, memory_type):
+    assert classify(sentence) == memory_type
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        # questions
+        "Did you go to the support group?",
+        "What do you love about painting?",
+        "你喜欢喝茶吗",
+        "我养的猫叫什么来着",
+        # greetings and small talk
+        "Hey Mel! Good to see you!",
+        "Thanks so much.",
+        "I'm so happy for you!",
+        "你好，很高兴认识你",
+        # the other person
+        "You love painting.",
+        "Your kids love camping.",
+        "I love your painting.",
+        "你女儿叫小美",
+        # hypotheticals, wishes, the future
+        "If I had time I would paint.",
+        "I'd love to go camping with the kids.",
+        "I want to adopt a dog.",
+        "I'll start a new job soon.",
+        "我想去杭州",
+        "如果我有钱，我会买房",
+        # nothing that stands alone without the picture or the earlier turn
+        "I love it!",
+        "I painted that after a visit to the beach.",
+        "Here's a pic of my family camping at the beach.",
+        "Last Sunday I visited her old house.",
+        "It reminds me why I love being a mom.",
+        "Everyone we love was there.",
+    ],
+)
+def test_it_drops_what_is_not_a_statement_about_the_speaker(sentence):
+    assert classify(sentence) is None
+
+
+def test_a_named_speaker_is_named_in_the_memory_in_their_own_words():
+    message = said("I'm a single parent. How about you?", speaker="Caroline")
+    assert memories(message) == [("fact", "Caroline: I'm a single parent.")]
+
+
+def test_a_relative_time_is_anchored_to_the_day_it_was_said():
+    english = said("I went to a LGBTQ support group yesterday.", speaker="Caroline")
+    chinese = said("我上个月搬到了杭州。")
+    undated = said("I went to a LGBTQ support group yesterday.", timestamp=None)
+
+    assert memories(english, chinese, undated) == [
+        ("fact", "[8 May 2023] Caroline: I went to a LGBTQ support group yesterday."),
+        ("fact", "[8 May 2023] 我上个月搬到了杭州。"),
+    ]  # "yesterday" without a date would turn false: dropped
+
+
+def test_an_unnamed_assistant_is_the_ai_and_its_statements_are_not_memories():
+    assert memories(said("I'm a language model trained to help.", role="assistant")) == []
+    assert memories(said("I love camping.", role="system", speaker="Ops")) == []
+    # Named, an assistant is a person (in LoCoMo both sides are): their statements count.
+    assert memories(said("I love camping.", role="assistant", speaker="Melanie")) == [
+        ("preference", "Melanie: I love camping.")
+    ]
+
+
+def test_an_image_caption_is_not_the_speakers_words():
+    message = said("Look at this! [image: a photo of my dog named Rex. I adopted him]")
+    assert memories(message) == []
+
+
+def test_the_same_statement_twice_makes_one_memory():
+    assert memories(said("I love jazz."), said("I love jazz!")) == [("preference", "I love jazz.")]
+
+
+def test_sentences_end_at_punctuation_but_not_inside_a_number():
+    assert sentences("Version 3.5 is out. 我喜欢它。你呢？Great!") == [
+        "Version 3.5 is out.",
+        "我喜欢它。",
+        "你呢？",
+        "Great!",
+    ]
+
+
+@pytest.mark.django_db
+def test_consolidation_stores_each_speakers_statements_attributed():
+    for speaker, text in [
+        ("Caroline", "Hey Mel! I went to a LGBTQ support group yesterday."),
+        ("Melanie", "Wow, did you like it? My kids love camping, by the way."),
+    ]:
+        message_add(
+            agent_id="conv-26",
+            session_id="conv-26:session_1",
+            role="user",
+            content=text,
+            metadata={"speaker": speaker},
+            timestamp=MAY_8,
+        )
+
+    run = consolidate_session(
+        agent_id="conv-26", session_id="conv-26:session_1", trigger="session_end"
+    )
+
+    assert (run.extractor, run.created) == ("rules", 2)
+    assert sorted(LongTermMemory.objects.values_list("memory_type", "content")) == [
+        ("fact", "[8 May 2023] Caroline: I went to a LGBTQ support group yesterday."),
+        ("preference", "Melanie: My kids love camping, by the way."),
+    ]
+
+
+def locomo(folder: Path) -> Path:
+    turns = [
+        ("D1:1", "Caroline", "Hey Mel! Good to see you! How have you been?"),
+        ("D1:2", "Melanie", "I'm swamped with the kids & work. My kids love camping."),
+        ("D1:3", "Caroline", "I went to a LGBTQ support group yesterday."),
+    ]
+    folder.mkdir()
+    (folder / "conversations.jsonl").write_text(
+        "".join(
+            json.dumps(
+                {
+                    "conversation_id": "conv-26",
+                    "session_id": "conv-26/session_1",
+                    "session_datetime": "1:56 pm on 8 May, 2023",
+                    "turn_id": turn_id,
+                    "speaker": speaker,
+                    "text": text,
+                }
+            )
+            + "\n"
+            for turn_id, speaker, text in turns
+        )
+    )
+    return folder
+
+
+def test_eval_extractor_counts_memories_and_samples_them_with_their_source_turn(tmp_path):
+    out = StringIO()
+
+    call_command("eval_extractor", str(locomo(tmp_path / "locomo")), "--json", stdout=out)
+
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "conv-26: 2 memories from 3 messages"
+    assert lines[1] == "total: 2 memories (preference 1, fact 1, decision 0, project 0)"
+    report = json.loads(lines[-1])
+    assert report["sample"] == [
+        {
+            "conversation": "conv-26",
+            "turn_id": "D1:2",
+            "memory_type": "preference",
+            "content": "Melanie: My kids love camping.",
+        },
+        {
+            "conversation": "conv-26",
+            "turn_id": "D1:3",
+            "memory_type": "fact",
+            "content": "[8 May 2023] Caroline: I went to a LGBTQ support group yesterday.",
+        },
+    ]
+
+
+def test_eval_extractor_explains_a_missing_folder(tmp_path):
+    with pytest.raises(CommandError, match="conversations.jsonl does not exist"):
+        call_command("eval_extractor", str(tmp_path / "nowhere"))
