@@ -61,10 +61,19 @@ bench: install-local
 loadtest: install-local
 	$(BIN)/python manage.py loadtest --runs 3
 
-# Evidence recall on the LoCoMo data beside the project (docs/EVALUATION.md).
+# Evidence recall of search and of the context on the LoCoMo data beside the project and on
+# our Chinese set (docs/EVALUATION.md).
 LOCOMO ?= ../shared/data/locomo
+ZH_SET := tests/data/zh_multisession
 eval: install-local
-	for mode in lexical vector hybrid; do $(BIN)/python manage.py eval_locomo $(LOCOMO) --mode $$mode; done
+	for data in $(LOCOMO) $(ZH_SET); do \
+	  for mode in lexical vector hybrid; do $(BIN)/python manage.py eval_locomo $$data --mode $$mode; done; \
+	  $(BIN)/python manage.py eval_locomo $$data --store-question; \
+	done
+	for window in 8192 4096; do $(BIN)/python manage.py eval_locomo $(LOCOMO) --target context --window $$window; done
+	$(BIN)/python manage.py eval_locomo $(LOCOMO) --target context --same-session
+	$(BIN)/python manage.py eval_locomo $(ZH_SET) --target context --window 2048
+	$(BIN)/python manage.py eval_locomo $(ZH_SET) --target context --window 2048 --same-session
 
 clean:
 	rm -rf $(VENV) staticfiles test-results .pytest_cache .ruff_cache
