@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.utils import timezone
+
 from memory import embeddings, index
 from memory.embeddings import Embedder, EmbeddingError
 from memory.index import Filter, Hit
@@ -143,6 +145,7 @@ def search(
     until: datetime | None = None,
     embedder: Embedder | None = None,
     fusion: str = "weighted",
+    now: datetime | None = None,
 ) -> SearchResult:
     """The agent's k best messages for the query; sub-agent transcripts are never searched."""
     if mode not in MODES:
@@ -191,6 +194,7 @@ def search(
             filters=_filters(
                 role, msg_type, since, until, time_column="timestamp", time_value=lambda t: t
             ),
+            now=now or timezone.now(),
         )
     candidates = _merge(lexical, vectors)
     scores = _scores(candidates, mode, fusion)
