@@ -10,7 +10,8 @@ What counts as a day, and why:
   "2023年5月2日", "五月二号", "2023-05-02", "2023/5/2", "May 2", "May 2nd", "2 May",
   "the 2nd of May", "May 2, 2023". Without a year any year matches ("2 May").
 - A month alone is not a day ("5月", "May 2023"): the label's phrase "May" is also the English
-  verb, and a month is a range that ranks as well by its words as by a phrase.
+  verb, and with its year a month ranks as well by its words as by a phrase (LoCoMo's 50
+  questions naming one, "in July 2023": the same recall either way).
 - A bare number is never a date, and an impossible date ("99月99号", "31 February") is ignored.
 - Relative days count from `now`'s date in UTC, the time zone of the labels (timestamps are
   stored in UTC): 今天, 昨天, 前天, 大前天, "N天前", 上周三 / 上星期三 / 上礼拜三 (Wednesday of
