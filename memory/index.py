@@ -22,10 +22,12 @@ import re
 from array import array
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, NamedTuple
 
 from django.db import connections
 
+from memory import dates
 from orca_memory.db.base import VectorSupport
 from orca_memory.db.functions import cjk_terms, without_cjk
 
@@ -55,6 +57,7 @@ class LexicalTable:
     body: str
     context: str = "''"
     filterable: tuple[str, ...] = ()  # columns of `source` a search may filter on
+    dated: bool = False  # `body` begins with the row's date, as message_label writes it
 
 
 MESSAGE_VECTORS = VectorTable(
@@ -84,6 +87,7 @@ MESSAGE_TEXT = LexicalTable(
     body="orca_message_label({r}.timestamp, {r}.role, {r}.metadata) || {r}.content",
     context=f"orca_fts_terms({_PREVIOUS_MESSAGES})",
     filterable=("session_id", "role", "msg_type", "timestamp"),
+    dated=True,
 )
 SUMMARY_TEXT = LexicalTable(
     "fts_short_term_memories",
@@ -493,17 +497,34 @@ def _phrase(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
-def match_expression(query: str) -> str | None:
+def _without(text: str, mentions: Sequence[dates.DayMention]) -> str:
+    """The text with each mention replaced by a space."""
+    for mention in reversed(mentions):
+        text = f"{text[: mention.start]} {text[mention.end :]}"
+    return text
+
+
+def match_expression(query: str, *, now: datetime | None = None) -> str | None:
     """An FTS5 expression OR-ing the query's words and CJK terms; None if it has none.
 
     Words match the text and its context (`{body ctx}`), CJK bigrams the CJK terms of both;
     English stop words are dropped unless the query has nothing else. Every term is a quoted
     string, so no user text is read as FTS5 syntax.
+
+    With `now`, each day the query names ("5月2号", "上周三", "May 2nd": memory.dates, relative
+    days counted from `now`) is a phrase on `body`, where a message's label writes its date
+    ("2 May 2023"), in place of the words that named it: "5", "2" or "may" alone would match
+    any day. It weighs as one term: repeated to weigh more, it lost recall on LoCoMo questions
+    asked with their day (docs/EVALUATION.md).
     """
-    words = re.findall(r"\w+", without_cjk(query).lower())
-    words = [w for w in words if w not in STOP_WORDS] or words
-    terms = [f"{{body ctx}}:{_phrase(w)}" for w in words]
-    terms += [f"{{cjk ctx}}:{_phrase(t)}" for t in cjk_terms(query, unigrams=False).split()]
+    mentions = dates.find_day_mentions(query, now=now) if now is not None else []
+    days = [f"body:{_phrase(day.phrase)}" for day in dict.fromkeys(m.day for m in mentions)]
+    rest = _without(query, mentions)
+    words = re.findall(r"\w+", without_cjk(rest).lower())
+    # A query of stop words and a day ("what did I do on May 2") is about the day.
+    words = [w for w in words if w not in STOP_WORDS] or ([] if days else words)
+    terms = [*days, *(f"{{body ctx}}:{_phrase(w)}" for w in words)]
+    terms += [f"{{cjk ctx}}:{_phrase(t)}" for t in cjk_terms(rest, unigrams=False).split()]
     unique = list(dict.fromkeys(terms))[:MAX_QUERY_TERMS]
     return " OR ".join(unique) if unique else None
 
@@ -517,16 +538,20 @@ def lexical_search(
     session_id: str | None = None,
     filters: Sequence[Filter] = (),
     exclude: Collection[int] = (),
+    now: datetime | None = None,
     using: str = "default",
 ) -> list[Hit]:
     """The k best BM25 matches of one agent (optionally one session); higher score is better.
 
     `filters` apply to the source table's `filterable` columns, through a join; `exclude`
     names rows that must not take any of the k places.
+    dated=True,
     """
     if session_id is not None and "session_id" not in table.scopes:
         raise ValueError(f"{table.name} has no session scope")
-    expression = match_expression(query)
+    if now is not None and not table.dated:
+        raise ValueError(f"{table.name} has no dates to match")
+    expression = match_expression(query, now=now)
     if expression is None:
         return []
     scope = {"agent_id": agent_id, "session_id": session_id}

@@ -10,13 +10,17 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.db import models
-from django.db.models.functions import Length, Now
+from django.db.models.functions import Now
 from django.utils import timezone
 
 DEFAULT_AGENT = "default"
-# The design embeds only user and assistant messages of at least this many characters.
+# The design embeds only user and assistant messages that carry something: it said "at least
+# 10 characters", which counts English. Counted in estimated tokens (memory.tokens, stored as
+# `token_count`), 3 is 9 English characters or more (10 before: near enough) and two Chinese
+# characters: a two-character word (偏好, 喝茶) is the smallest that means something, and
+# "你还记得我吗？" (7 characters, 10 tokens) is a whole question. "ok", "thanks!", "好" stay out.
 EMBED_ROLES = ("user", "assistant")
-EMBED_MIN_CHARS = 10
+EMBED_MIN_TOKENS = 3
 
 
 class Role(models.TextChoices):
@@ -54,9 +58,9 @@ def _between_0_and_1(field: str, name: str) -> models.CheckConstraint:
 
 class MainMessageQuerySet(models.QuerySet["MainMessage"]):
     def awaiting_embedding(self) -> MainMessageQuerySet:
-        """Messages the embedding worker still owes a vector."""
-        return self.annotate(content_chars=Length("content")).filter(
-            role__in=EMBED_ROLES, content_chars__gte=EMBED_MIN_CHARS, has_embedding=False
+        """Messages the embedding worker still owes a vector (the rule of `needs_embedding`)."""
+        return self.filter(
+            role__in=EMBED_ROLES, token_count__gte=EMBED_MIN_TOKENS, has_embedding=False
         )
 
 
@@ -107,10 +111,14 @@ class MainMessage(models.Model):
 
     @property
     def needs_embedding(self) -> bool:
-        """The design's rule, as `awaiting_embedding()` applies it in SQL."""
+        """The design's rule, as `awaiting_embedding()` applies it in SQL.
+
+        Both read the stored `token_count`, which every write of the text sets
+        (message_add, the admin): the two rules cannot disagree about a row.
+        """
         return (
             self.role in EMBED_ROLES
-            and len(self.content) >= EMBED_MIN_CHARS
+            and self.token_count >= EMBED_MIN_TOKENS
             and not self.has_embedding
         )
 

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.utils import timezone
+
 from memory import index
 from memory.embeddings import Embedder
 from memory.index import Filter, Hit
@@ -145,6 +147,7 @@ def search(
     exclude_session: str | None = None,
     embedder: Embedder | None = None,
     fusion: str = "weighted",
+    now: datetime | None = None,
 ) -> SearchResult:
     """The agent's k best messages for the query; sub-agent transcripts are never searched.
 
@@ -197,6 +200,7 @@ def search(
             session_id=session_id,
             filters=filters,
             exclude=exclude_ids,
+            now=now or timezone.now(),
         )
     candidates = _merge(lexical, vectors)
     scores = _scores(candidates, mode, fusion)

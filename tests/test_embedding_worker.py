@@ -29,14 +29,53 @@ def vector_ids(embedder, agent: str = "a1") -> list[int]:
     return sorted(hit.id for hit in hits)
 
 
-def test_only_user_and_assistant_messages_of_ten_characters_wait_for_a_vector():
-    eligible = [add("ten chars!"), add("a long assistant reply", role="assistant")]
+def test_only_user_and_assistant_messages_of_three_tokens_wait_for_a_vector():
+    eligible = [add("ten chars!"), add("a long assistant reply", role="assistant"), add("喝茶")]
     add("short")
     add("a long system prompt here", role="system")
     add("a long tool result here", role="tool")
 
     assert list(MainMessage.objects.awaiting_embedding()) == eligible
-    assert [m.needs_embedding for m in eligible] == [True, True]
+    assert [m.needs_embedding for m in eligible] == [True, True, True]
+
+
+@pytest.mark.parametrize(
+    ("role", "content", "tokens", "needs"),
+    [
+        ("user", "ok", 1, False),
+        ("user", "thanks!", 2, False),
+        ("user", "12345678", 2, False),
+        ("user", "123456789", 3, True),  # 9 English characters
+        ("user", "ten chars!", 3, True),
+        ("user", "好", 2, False),
+        ("user", "好的", 3, True),  # two Chinese characters
+        ("assistant", "偏好", 3, True),
+        ("user", "你还记得我吗？", 10, True),  # 7 characters, a whole question
+        ("user", "ok 好", 3, True),
+        ("assistant", "a long assistant reply", 6, True),
+        ("system", "你还记得我吗？", 10, False),
+        ("tool", "a long tool result here", 6, False),
+    ],
+)
+def test_the_sql_and_python_rules_agree_on_what_is_worth_a_vector(role, content, tokens, needs):
+    message = add(content, role=role)
+    assert message.token_count == tokens
+    assert message.needs_embedding is needs
+    assert MainMessage.objects.awaiting_embedding().filter(pk=message.pk).exists() is needs
+    # Once it has its vector, neither rule asks for another.
+    MainMessage.objects.filter(pk=message.pk).update(has_embedding=True)
+    message.refresh_from_db()
+    assert message.needs_embedding is False
+    assert not MainMessage.objects.awaiting_embedding().exists()
+
+
+def test_a_short_chinese_question_gets_a_vector_and_ok_does_not(fake_embedder):
+    question = add("你还记得我吗？")
+    add("ok")
+
+    assert vectors.embed_pending() == 1
+    assert vector_ids(fake_embedder) == [question.pk]
+    assert MainMessage.objects.get(pk=question.pk).has_embedding is True
 
 
 def test_it_embeds_pending_messages_in_batches_and_flips_the_flag(fake_embedder, settings):
@@ -56,7 +95,7 @@ def test_storing_a_message_queues_its_embedding_after_the_commit(fake_embedder, 
     response = api.post(
         "/sessions/s1/messages", {"role": "user", "content": "我的偏好是每天早上喝一杯绿茶"}
     )
-    api.post("/sessions/s1/messages", {"role": "user", "content": "too short"})
+    api.post("/sessions/s1/messages", {"role": "user", "content": "short"})
 
     # The tests' task backend runs the queued task at once, after the commit.
     row = MainMessage.objects.get(pk=response.json()["id"])

@@ -8,18 +8,24 @@ import pytest
 import sqlite_vec
 
 from memory.models import MainMessage
+from memory.tokens import estimate_tokens
 from tests.helpers import last_line, manage
 
 pytestmark = pytest.mark.django_db
 
 
-def test_it_reports_a_healthy_service_without_auth(client, sql):
-    MainMessage.objects.create(session_id="s", role="user", content="long enough to embed")
-    MainMessage.objects.create(session_id="s", role="user", content="short")
-    MainMessage.objects.create(session_id="s", role="tool", content="tools are never embedded")
-    MainMessage.objects.create(
-        session_id="s", role="assistant", content="already has its vector", has_embedding=True
+def stored(content: str, **fields) -> MainMessage:
+    """A message with its token count, as message_add and the admin store it."""
+    return MainMessage.objects.create(
+        session_id="s", content=content, token_count=estimate_tokens(content), **fields
     )
+
+
+def test_it_reports_a_healthy_service_without_auth(client, sql):
+    stored("long enough to embed", role="user")
+    stored("short", role="user")
+    stored("tools are never embedded", role="tool")
+    stored("already has its vector", role="assistant", has_embedding=True)
 
     response = client.get("/api/v1/health")
 

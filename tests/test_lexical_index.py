@@ -156,6 +156,64 @@ def test_it_indexes_summaries_and_long_term_memories():
 def test_it_treats_fts5_syntax_in_queries_as_text(query):
     message("AND body NEAR x secret")
     index.lexical_search(MESSAGE_TEXT, agent_id="a1", query=query, k=5)  # must not raise
+    index.lexical_search(MESSAGE_TEXT, agent_id="a1", query=query, k=5, now=datetime.now(UTC))
+
+
+def test_a_query_without_days_has_the_same_expression_with_or_without_now():
+    now = datetime(2023, 5, 11, 9, 0, tzinfo=UTC)
+    for query in ("green tea", "what is the budget", "用户的偏好是什么", "the 2 of us"):
+        assert index.match_expression(query, now=now) == index.match_expression(query)
+    assert index.match_expression("green tea", now=now) == '{body ctx}:"green" OR {body ctx}:"tea"'
+
+
+def test_a_day_in_a_query_is_a_phrase_on_the_label_in_place_of_its_words():
+    now = datetime(2023, 5, 11, 9, 0, tzinfo=UTC)
+    expression = index.match_expression
+    assert expression("5月2号那天", now=now) == 'body:"2 May" OR {cjk ctx}:"那天"'
+    assert expression("tea on May 2nd, 2023", now=now) == ('body:"2 May 2023" OR {body ctx}:"tea"')
+    assert expression("what did I do yesterday?", now=now) == 'body:"10 May 2023"'
+    assert expression("what did I do", now=now) == (  # only stop words: kept
+        '{body ctx}:"what" OR {body ctx}:"did" OR {body ctx}:"i" OR {body ctx}:"do"'
+    )
+    # Without `now` (summaries, long-term memories), as before: the digits match any "5" or "2".
+    assert expression("5月2号", now=None) == (
+        '{body ctx}:"5" OR {body ctx}:"2" OR {cjk ctx}:"月" OR {cjk ctx}:"号"'
+    )
+
+
+def test_a_day_finds_the_messages_of_that_day_by_their_label():
+    def on(day: datetime, content: str) -> MainMessage:
+        return MainMessage.objects.create(
+            agent_id="a1", session_id="s1", role="user", content=content, timestamp=day
+        )
+
+    may_2 = on(datetime(2023, 5, 2, 12, tzinfo=UTC), "Lunch with Anna")
+    may_2_last_year = on(datetime(2022, 5, 2, 12, tzinfo=UTC), "Lunch with Anna")
+    on(datetime(2023, 5, 3, 12, tzinfo=UTC), "Lunch with Anna, 5 of us, 2 hours")
+    now = datetime(2023, 5, 11, 9, 0, tzinfo=UTC)
+
+    def found_on(query: str) -> list[int]:
+        hits = index.lexical_search(MESSAGE_TEXT, agent_id="a1", query=query, k=10, now=now)
+        return sorted(hit.id for hit in hits)
+
+    both = sorted([may_2.pk, may_2_last_year.pk])
+    assert found_on("5月2号") == found_on("5月2日") == found_on("May 2") == both
+    assert found_on("2023年5月2日") == found_on("2 May 2023") == [may_2.pk]
+    assert found_on("9天前") == [may_2.pk]
+
+
+def test_only_dated_tables_take_a_now():
+    with pytest.raises(ValueError):
+        index.lexical_search(MEMORY_TEXT, agent_id="a1", query="May 2", k=5, now=datetime.now(UTC))
+
+
+@pytest.mark.parametrize(
+    "query", ["99月99号", "上周八", "0月0号", '"May 2" OR x', 'May 2"', "上" * 5000 + "周三"]
+)
+def test_hostile_days_do_not_raise(query):
+    message("AND body NEAR x secret")
+    now = datetime(2023, 5, 11, 9, 0, tzinfo=UTC)
+    index.lexical_search(MESSAGE_TEXT, agent_id="a1", query=query, k=5, now=now)
 
 
 def test_cjk_terms_are_unigrams_and_overlapping_bigrams():

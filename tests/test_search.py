@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -21,6 +21,7 @@ pytestmark = pytest.mark.django_db
 CHINESE_SET = json.loads(
     (Path(__file__).parent / "data" / "chinese_lexical.json").read_text("utf-8")
 )
+DATED_SET = json.loads((Path(__file__).parent / "data" / "dated_lexical.json").read_text("utf-8"))
 
 
 def add(content: str, **fields) -> MainMessage:
@@ -156,3 +157,39 @@ def test_the_chinese_set_finds_every_expected_message_lexically():
         if not set(expected) <= set(found):
             misses.append((case["query"], [r.content for r in rows if r.pk in found]))
     assert misses == []
+
+
+def test_the_dated_set_finds_the_messages_of_the_days_it_names_lexically():
+    now = datetime.fromisoformat(DATED_SET["now"])
+    misses = []
+    for agent, part in DATED_SET["sets"].items():
+        rows = [
+            add(text, agent_id=agent, session_id=f"s{i}", timestamp=datetime.fromisoformat(at))
+            for i, (at, text) in enumerate(part["messages"])
+        ]
+        for case in part["queries"]:
+            found = ids(search(agent_id=agent, query=case["query"], mode="lexical", k=3, now=now))
+            every = {rows[i].pk for i in case.get("expect", [])}
+            any_of = {rows[i].pk for i in case.get("expect_any", [])}
+            if not every <= set(found) or (any_of and not any_of & set(found)):
+                misses.append((case["query"], [r.content for r in rows if r.pk in found]))
+    assert misses == []
+
+
+def test_a_weekday_of_last_week_finds_the_message_of_that_day():
+    thursday = datetime(2023, 5, 11, 9, 0, tzinfo=UTC)
+    wednesday = add("我们讨论了预算", timestamp=datetime(2023, 5, 3, 15, 0, tzinfo=UTC))
+    add("我们讨论了预算", timestamp=datetime(2023, 5, 10, 15, 0, tzinfo=UTC))
+    add("我们讨论了预算", timestamp=datetime(2023, 4, 26, 15, 0, tzinfo=UTC))
+
+    result = search(agent_id="a1", query="上周三讨论了什么？", mode="lexical", now=thursday)
+    assert ids(result)[0] == wednesday.pk
+    assert result.hits[0].lexical_score > result.hits[1].lexical_score
+
+
+def test_relative_days_count_from_the_time_of_the_request(api_for):
+    yesterday = add("the plumber fixed the sink", timestamp=timezone.now() - timedelta(days=1))
+    add("the plumber fixed the sink", timestamp=timezone.now() - timedelta(days=3))
+    body = api_for("a1").get("/search", q="昨天的plumber", mode="lexical").json()
+    assert body["hits"][0]["message"]["id"] == yesterday.pk
+    assert body["hits"][0]["lexical_score"] > body["hits"][1]["lexical_score"]

@@ -17,7 +17,10 @@ import json
 from django.test import Client
 from memory import index
 from memory.models import MainMessage
-m = MainMessage.objects.create(agent_id="a1", session_id="s1", role="user", content="我的偏好是喝茶 always")
+from memory.tokens import estimate_tokens
+text = "我的偏好是喝茶 always"
+m = MainMessage.objects.create(agent_id="a1", session_id="s1", role="user", content=text,
+                               token_count=estimate_tokens(text))
 hits = index.lexical_search(index.MESSAGE_TEXT, agent_id="a1", query="偏好", k=5)
 response = Client(SERVER_NAME="localhost").get("/api/v1/health")
 print(json.dumps({"saved": m.pk, "hits": [h.id for h in hits],
