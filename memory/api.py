@@ -244,8 +244,9 @@ class ContextExplanationOut(Schema):
 
 
 class ContextOut(Schema):
-    messages: list[dict[str, str]] = Field(
-        description="ready to send: system memory, then the session"
+    messages: list[dict[str, Any]] = Field(
+        description="ready to send to an OpenAI-compatible chat API: system memory, then the "
+        "session; a tool result keeps `tool_call_id` only when its call is sent too"
     )
     explanation: ContextExplanationOut
 

@@ -94,6 +94,7 @@ class Item:
     score: float | None = None
     method: str = "newest"  # what chose this item
     details: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, Any] | None = None  # a working message's, for its chat form only
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,7 @@ class Context:
     query: str | None
     query_source: str  # "request", "newest user message" or "none"
     layers: dict[str, Layer]
-    messages: list[dict[str, str]]
+    messages: list[dict[str, Any]]
     cuts: list[str]
     degraded: list[str]
     identity_recall: bool
@@ -158,12 +159,12 @@ def _working_candidates(agent_id: str, session_id: str, limit: int) -> list[Item
     newest_first = (
         MainMessage.objects.filter(agent_id=agent_id, session_id=session_id)
         .order_by("-timestamp", "-id")
-        .values_list("id", "role", "content", "token_count")
+        .values_list("id", "role", "content", "token_count", "metadata")
     )
     items: list[Item] = []
     total = 0
-    for pk, role, content, tokens in newest_first.iterator(chunk_size=64):
-        items.append(Item(pk, content, tokens, details={"role": role}))
+    for pk, role, content, tokens, metadata in newest_first.iterator(chunk_size=64):
+        items.append(Item(pk, content, tokens, details={"role": role}, metadata=metadata))
         total += tokens
         if total > limit:
             break
@@ -498,8 +499,70 @@ def _system_message(layers: dict[str, Layer]) -> str | None:
     return "\n\n".join(sections) or None
 
 
-def _chat_message(item: Item) -> dict[str, str]:
-    return {"role": item.details["role"], "content": item.content}
+# --- chat messages -------------------------------------------------------------------------
+
+
+def _tool_calls(item: Item) -> list[dict[str, Any]]:
+    """The OpenAI-style `tool_calls` an assistant message's metadata records, if well formed."""
+    calls = (item.metadata or {}).get("tool_calls")
+    if item.details["role"] != Role.ASSISTANT or not isinstance(calls, list) or not calls:
+        return []
+    valid = all(isinstance(c, dict) and isinstance(c.get("id"), str) for c in calls)
+    return calls if valid else []
+
+
+def _tool_call_id(item: Item) -> str | None:
+    value = (item.metadata or {}).get("tool_call_id")
+    return value if item.details["role"] == Role.TOOL and isinstance(value, str) else None
+
+
+def _paired_calls(items: list[Item]) -> set[int]:
+    """Ids of the assistant messages whose every tool call is answered right after it, and of
+    those answers: the only tool exchanges an OpenAI-compatible API accepts as such."""
+    paired: set[int] = set()
+    for position, item in enumerate(items):
+        wanted = {call["id"] for call in _tool_calls(item)}
+        answers = []
+        for after in items[position + 1 :]:
+            call_id = _tool_call_id(after)
+            if call_id is None or call_id not in wanted:
+                break
+            answers.append(after)
+        if wanted and wanted == {_tool_call_id(a) for a in answers}:
+            paired.update({item.id, *(a.id for a in answers)})
+    return paired
+
+
+def _as_text(item: Item) -> str:
+    """A tool result without its call, said in words (a sub-agent's result names its agent)."""
+    run = (item.metadata or {}).get("subagent")
+    if isinstance(run, dict) and isinstance(run.get("agent_name"), str):
+        return f"[result of sub-agent {run['agent_name']}] {item.content}"
+    return f"[tool result] {item.content}"
+
+
+def chat_messages(items: list[Item]) -> list[dict[str, Any]]:
+    """Working memory as OpenAI-compatible chat messages: a tool exchange whose call and
+    answers are all present keeps `tool_calls` / `tool_call_id`; any other tool message
+    becomes an assistant message in words, since a `tool` message without its call is
+    refused by those APIs."""
+    paired = _paired_calls(items)
+    messages: list[dict[str, Any]] = []
+    for item in items:
+        role = item.details["role"]
+        if role == Role.TOOL and item.id not in paired:
+            messages.append({"role": Role.ASSISTANT, "content": _as_text(item)})
+        elif role == Role.TOOL:
+            messages.append(
+                {"role": role, "tool_call_id": _tool_call_id(item), "content": item.content}
+            )
+        elif item.id in paired:
+            messages.append(
+                {"role": role, "content": item.content, "tool_calls": _tool_calls(item)}
+            )
+        else:
+            messages.append({"role": role, "content": item.content})
+    return messages
 
 
 def _extend_working(
@@ -586,7 +649,7 @@ def context_build(
     )
     system = _system_message(layers)
     messages = [{"role": "system", "content": system}] if system else []
-    messages += [_chat_message(i) for i in working.items]
+    messages += chat_messages(working.items)
     return Context(
         model_window,
         budget,

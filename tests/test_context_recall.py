@@ -292,3 +292,114 @@ def test_a_chinese_query_with_an_english_only_model_does_not_use_vectors(monkeyp
     assert context.layers["recall"].method == "lexical"
     english = context_build(agent_id="a1", session_id="new", query="what tea", model_window=8192)
     assert english.degraded == [] and english.layers["recall"].method == "hybrid"
+
+
+def _valid_for_openai(messages: list[dict]) -> bool:
+    """The chat API rule: a `tool` message answers a call of the assistant message before it
+    (only tool messages between), and every call of such an assistant message is answered."""
+    for position, message in enumerate(messages):
+        if message["role"] == "tool":
+            before = position - 1
+            while before >= 0 and messages[before]["role"] == "tool":
+                before -= 1
+            calls = messages[before].get("tool_calls", []) if before >= 0 else []
+            if message.get("tool_call_id") not in {call["id"] for call in calls}:
+                return False
+        if message.get("tool_calls"):
+            answered = set()
+            for after in messages[position + 1 :]:
+                if after["role"] != "tool":
+                    break
+                answered.add(after["tool_call_id"])
+            if answered != {call["id"] for call in message["tool_calls"]}:
+                return False
+    return True
+
+
+CALL = {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+
+
+def test_context_messages_are_valid_input_for_openai_compatible_chat_apis():
+    from subagents.runs import subagent_finish
+
+    ask = say("what's the weather?")
+    message_add(
+        agent_id="a1",
+        session_id="s1",
+        role="assistant",
+        content="checking the weather",
+        metadata={"tool_calls": [CALL]},
+        summarize=False,
+    )
+    message_add(
+        agent_id="a1",
+        session_id="s1",
+        role="tool",
+        content="sunny",
+        metadata={"tool_call_id": "call_1"},
+        summarize=False,
+    )
+    say("now ask the researcher", "assistant")
+    subagent_finish(parent=ask, agent_name="researcher", content="it will rain later")
+    message_add(
+        agent_id="a1", session_id="s1", role="tool", content="orphan output", summarize=False
+    )
+
+    messages = context_build(agent_id="a1", session_id="s1", query=None, model_window=8192).messages
+
+    assert _valid_for_openai(messages)
+    assert {"role": "tool", "tool_call_id": "call_1", "content": "sunny"} in messages
+    assert {
+        "role": "assistant",
+        "content": "checking the weather",
+        "tool_calls": [CALL],
+    } in messages
+    assert {
+        "role": "assistant",
+        "content": "[result of sub-agent researcher] it will rain later",
+    } in messages
+    assert {"role": "assistant", "content": "[tool result] orphan output"} in messages
+
+
+def test_a_tool_answer_whose_call_fell_out_of_working_memory_is_sent_as_text():
+    message_add(
+        agent_id="a1",
+        session_id="s1",
+        role="assistant",
+        content="x " * 400,
+        metadata={"tool_calls": [CALL]},
+        summarize=False,
+    )
+    message_add(
+        agent_id="a1",
+        session_id="s1",
+        role="tool",
+        content="sunny",
+        metadata={"tool_call_id": "call_1"},
+        summarize=False,
+    )
+
+    # The call (200 tokens) does not fit a 256 window's budget of 153.
+    messages = context_build(agent_id="a1", session_id="s1", query=None, model_window=256).messages
+
+    assert _valid_for_openai(messages)
+    assert messages[-1] == {"role": "assistant", "content": "[tool result] sunny"}
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_every_context_answer_is_valid_for_openai(seed, api):
+    rng = random.Random(seed)
+    for i in range(40):
+        role = rng.choice(["user", "assistant", "tool", "system"])
+        metadata = None
+        if role == "assistant" and rng.random() < 0.4:
+            metadata = {"tool_calls": [dict(CALL, id=f"c{i}")]}
+        if role == "tool" and rng.random() < 0.7:
+            metadata = {"tool_call_id": f"c{i - rng.randint(1, 2)}"}
+        api.post(
+            "/sessions/s1/messages",
+            {"role": role, "content": f"m{i} " * rng.randint(1, 60), "metadata": metadata},
+        )
+    for window in (256, 1024, 8192):
+        body = api.post("/sessions/s1/context", {"model_window": window}).json()
+        assert _valid_for_openai(body["messages"]), body["messages"]
