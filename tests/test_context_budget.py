@@ -220,7 +220,10 @@ def test_context_never_includes_another_agent_or_a_subagent_transcript(api_for):
     body = response.json()
     text = str({**body, "explanation": {**body["explanation"], "query": None}})
     assert "zebra" not in text and "their" not in text
-    assert [m["content"] for m in body["messages"]] == ["please ask the coder", "the result"]
+    assert [m["content"] for m in body["messages"]] == [
+        "please ask the coder",
+        "[result of sub-agent coder] the result",
+    ]
     explanation = body["explanation"]
     assert explanation["budget"] == int(4096 * 0.6)
     assert set(explanation["layers"]) == {"working", "short_term", "long_term", "recall"}
