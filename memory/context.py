@@ -22,17 +22,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db.models import F, Q
+from django.db.models import F
 from django.utils import timezone
 
-from memory import embeddings, index
+from memory import index
 from memory.embeddings import Embedder
 from memory.index import Filter
 from memory.models import LongTermMemory, MainMessage, MemoryType, Role, ShortTermMemory
 from memory.search import MAX_K, SearchHit, search
 from memory.text import folded, text_similarity
 from memory.tokens import estimate_tokens, truncate_to_tokens
-from memory.vectors import query_embedding
+from memory.vectors import QueryEmbedding, query_embedding
 from orca_memory.db.functions import speaker
 
 BUDGET_SHARE = 0.6
@@ -384,7 +384,7 @@ class _RecallFiller:
         self.items: dict[int, Item] = {}
         self.sessions: set[str] = set()
         self.used = _header_tokens(RECALL_HEADER)
-        self.neighbours: dict[int, MainMessage | None] = {}
+        self.replies = _replies_of(hits)
 
     def fill(self, allowance: int) -> tuple[list[Item], list[LeftOut]]:
         left_out: list[LeftOut] = []
@@ -426,22 +426,16 @@ class _RecallFiller:
 
     def _add_reply(self, message: MainMessage, allowance: int) -> None:
         """The message after a recalled one, if it fits: LoCoMo answers often sit in it."""
-        reply = self._next_of(message)
+        reply = self.replies.get(message.pk)
         if reply is not None and reply.pk not in self.items and reply.pk not in self.skip:
             self._add(reply, None, "neighbour", allowance)
 
-    def _next_of(self, message: MainMessage) -> MainMessage | None:
-        if message.pk not in self.neighbours:
-            later = Q(timestamp__gt=message.timestamp) | Q(
-                timestamp=message.timestamp, id__gt=message.pk
-            )
-            self.neighbours[message.pk] = (
-                MainMessage.objects.filter(agent_id=message.agent_id, session_id=message.session_id)
-                .filter(later)
-                .order_by("timestamp", "id")
-                .first()
-            )
-        return self.neighbours[message.pk]
+
+def _replies_of(hits: list[SearchHit]) -> dict[int, MainMessage]:
+    """The message after each hit in its session, in two queries."""
+    following = index.next_messages(hit.message.pk for hit in hits)
+    rows = MainMessage.objects.in_bulk(set(following.values()))
+    return {hit_id: rows[reply_id] for hit_id, reply_id in following.items() if reply_id in rows}
 
 
 def _in_time_order(items: Iterable[Item]) -> list[Item]:
@@ -604,12 +598,12 @@ def context_build(
     shares["long_term"] = budget - shares["working"] - shares["short_term"]
     degraded: list[str] = []
     query, query_source = _query_of(agent_id, session_id, query)
-    vector = None
+    embedded = QueryEmbedding(None)
     if query:
-        embedder = embedder or embeddings.configured_embedder()
-        vector, reason = query_embedding(query, embedder)
-        if reason:
-            degraded.append(reason)
+        embedded = query_embedding(query, embedder)
+        if embedded.reason:
+            degraded.append(embedded.reason)
+    vector = embedded.vector
     identity = is_identity_query(query)
 
     # The design's three layers first, each within its share, with its cut order.
@@ -640,7 +634,7 @@ def context_build(
     # Neither repeats a turn a summary in the context stands for.
     summarised = _summarised_messages(agent_id, session_id, layers["short_term"].items)
     layers["recall"] = _recall(
-        agent_id, query, embedder, layers, budget, shares, summarised, degraded
+        agent_id, query, embedded, layers, budget, shares, summarised, degraded
     )
     if not cuts:
         _extend_working(working, candidates, layers, budget, summarised)
@@ -666,7 +660,7 @@ def context_build(
 def _recall(
     agent_id: str,
     query: str | None,
-    embedder: Embedder | None,
+    embedded: QueryEmbedding,
     layers: dict[str, Layer],
     budget: int,
     shares: dict[str, int],
@@ -692,7 +686,7 @@ def _recall(
         query=query,
         k=RECALL_CANDIDATES,
         exclude_ids=working_ids,
-        embedder=embedder,
+        embedded=embedded,
     )
     degraded.extend(reason for reason in result.degraded if reason not in degraded)
     layer.method = result.mode

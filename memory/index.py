@@ -480,6 +480,24 @@ def messages_after(message_id: int, *, using: str = "default") -> list[int]:
         return [row[0] for row in cursor.fetchall()]
 
 
+def next_messages(message_ids: Iterable[int], *, using: str = "default") -> dict[int, int]:
+    """For each message, the id of the message after it in its session (if any): one query,
+    each lookup a step along the (agent, session, timestamp) index."""
+    ids = list(message_ids)
+    if not ids:
+        return {}
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            "SELECT m.id, (SELECT n.id FROM main_messages AS n "
+            "WHERE n.agent_id = m.agent_id AND n.session_id = m.session_id "
+            "AND (n.timestamp, n.id) > (m.timestamp, m.id) "
+            "ORDER BY n.timestamp, n.id LIMIT 1) FROM main_messages AS m "
+            f"WHERE m.id IN ({', '.join(['%s'] * len(ids))})",
+            ids,
+        )
+        return {row[0]: row[1] for row in cursor.fetchall() if row[1] is not None}
+
+
 def reindex_messages(message_ids: Iterable[int], *, using: str = "default") -> None:
     """Recompute the FTS rows of these messages, `ctx` included.
 

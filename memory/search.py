@@ -19,7 +19,7 @@ from memory.embeddings import Embedder
 from memory.index import Filter, Hit
 from memory.models import MainMessage
 from memory.validation import InvalidInput
-from memory.vectors import query_embedding
+from memory.vectors import QueryEmbedding, query_embedding
 
 MODES = ("lexical", "vector", "hybrid")
 MAX_K = 100
@@ -146,6 +146,7 @@ def search(
     exclude_ids: Collection[int] = (),
     exclude_session: str | None = None,
     embedder: Embedder | None = None,
+    embedded: QueryEmbedding | None = None,
     fusion: str = "weighted",
     now: datetime | None = None,
 ) -> SearchResult:
@@ -153,7 +154,7 @@ def search(
 
     `exclude_ids` and `exclude_session` are left out before the lists are fused, so that the
     caller's own messages (the question it just stored) neither take places nor reshape the
-    scores of the others.
+    scores of the others. `embedded` is the query's vector when the caller has it already.
     """
     if mode not in MODES:
         raise InvalidInput(f"mode must be one of {', '.join(MODES)}")
@@ -163,14 +164,14 @@ def search(
     degraded: list[str] = []
     vectors: list[Hit] = []
     if mode != "lexical":
-        vector, reason = query_embedding(query, embedder)
-        if vector is None:
-            degraded.append(str(reason))
+        embedded = embedded or query_embedding(query, embedder)
+        if embedded.vector is None:
+            degraded.append(str(embedded.reason))
             mode = "lexical"
         else:
             vectors = _vector_hits(
                 agent_id,
-                vector,
+                embedded.vector,
                 pool,
                 exclude_ids,
                 exclude_session,

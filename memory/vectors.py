@@ -305,27 +305,32 @@ def _embed_one_by_one(
     return embedded
 
 
-def query_embedding(
-    query: str, embedder: Embedder | None = None
-) -> tuple[tuple[float, ...] | None, str | None]:
-    """The query's vector for search and context, or None and the reason vectors cannot help.
+@dataclass(frozen=True)
+class QueryEmbedding:
+    """A query's vector, or None and the reason vectors cannot help this query."""
 
-    The one path every query takes: the index must be usable, the model must cover the
-    query's language (MiniLM's vectors of Chinese are noise), the provider must answer.
-    """
+    vector: tuple[float, ...] | None
+    reason: str | None = None
+
+
+def query_embedding(query: str, embedder: Embedder | None = None) -> QueryEmbedding:
+    """The one path every query takes to its vector, for search and context alike: the index
+    must be usable, the model must cover the query's language (MiniLM's vectors of Chinese
+    are noise), the provider must answer."""
     embedder = embedder or embeddings.configured_embedder()
     status = vector_search_status(embedder)
     if not status.enabled:
-        return None, f"vector search is unavailable: {status.reason}"
+        return QueryEmbedding(None, f"vector search is unavailable: {status.reason}")
     if not embeddings.covers(embedder.signature, query):
-        return None, (
+        return QueryEmbedding(
+            None,
             f"vectors not used: {embedder.signature.model} is English-only and the query "
-            "is Chinese, Japanese or Korean"
+            "is Chinese, Japanese or Korean",
         )
     try:
-        return query_vector(embedder, query), None
+        return QueryEmbedding(query_vector(embedder, query))
     except EmbeddingError as exc:
-        return None, f"the query could not be embedded: {exc}"
+        return QueryEmbedding(None, f"the query could not be embedded: {exc}")
 
 
 @lru_cache(maxsize=1024)
