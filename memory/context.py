@@ -687,6 +687,7 @@ def _recall(
         k=RECALL_CANDIDATES,
         exclude_ids=working_ids,
         embedded=embedded,
+        drop_echoes=False,  # the session's own messages are excluded by id
     )
     degraded.extend(reason for reason in result.degraded if reason not in degraded)
     layer.method = result.mode

@@ -193,3 +193,83 @@ def test_relative_days_count_from_the_time_of_the_request(api_for):
     body = api_for("a1").get("/search", q="昨天的plumber", mode="lexical").json()
     assert body["hits"][0]["message"]["id"] == yesterday.pk
     assert body["hits"][0]["lexical_score"] > body["hits"][1]["lexical_score"]
+
+
+def test_min_max_keeps_the_spread_of_the_others_when_one_score_is_an_outlier():
+    from memory.search import _min_max
+
+    assert _min_max([100.0, 4.0, 3.0, 2.0]) == [1.0, 0.5, 0.25, 0.0]
+    assert _min_max([4.0, 3.0, 2.0]) == [1.0, 0.5, 0.0]  # no outlier: plain min-max
+    assert _min_max([5.0]) == [1.0] and _min_max([2.0, 2.0]) == [1.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    "question, evidence, others",
+    [
+        (
+            "Where did Caroline go camping in June?",
+            "Caroline went camping in the mountains in June",
+            ["Caroline likes tea", "June was rainy", "the mountains are far", "camping gear"],
+        ),
+        (
+            "我女儿叫什么名字？",
+            "我女儿叫小美，今年五岁了",
+            ["名字不重要", "我喜欢跑步", "女儿节快乐", "我的名字很好听"],
+        ),
+    ],
+)
+@pytest.mark.parametrize("mode", ["lexical", "hybrid"])
+def test_a_stored_question_leaves_the_other_hits_in_their_order(
+    fake_embedder, question, evidence, others, mode
+):
+    for text in [evidence, *others]:
+        add(text, session_id="past")
+    vectors.embed_pending()
+    before = [h.message.pk for h in search(agent_id="a1", query=question, mode=mode).hits]
+
+    stored = add(question, session_id="new")  # as an agent does before it asks
+    vectors.embed_pending()
+    after = [h.message.pk for h in search(agent_id="a1", query=question, mode=mode).hits]
+
+    assert stored.pk not in after
+    assert after == before and MainMessage.objects.get(content=evidence).pk in after
+
+
+def test_an_old_message_that_repeats_the_query_is_still_found():
+    old = add("where is the red kayak", timestamp=timezone.now() - timedelta(hours=1))
+    assert [h.message.pk for h in search(agent_id="a1", query="where is the red kayak").hits] == [
+        old.pk
+    ]
+
+
+def test_search_can_leave_out_a_session_or_messages(fake_embedder):
+    kept = add("the blue kayak", session_id="past")
+    current = add("the blue kayak is mine", session_id="now")
+    other = add("a blue kayak for sale", session_id="past")
+    vectors.embed_pending()
+
+    by_session = search(agent_id="a1", query="blue kayak", exclude_session="now").hits
+    by_id = search(agent_id="a1", query="blue kayak", exclude_ids=[other.pk]).hits
+
+    assert {h.message.pk for h in by_session} == {kept.pk, other.pk}
+    assert {h.message.pk for h in by_id} == {kept.pk, current.pk}
+
+
+def test_a_chinese_query_with_an_english_only_model_is_answered_lexically(monkeypatch):
+    from memory import embeddings
+    from memory.embeddings import LOCAL_MODEL
+    from tests.fakes import FakeEmbedder
+
+    english_only = FakeEmbedder(model=LOCAL_MODEL)
+    monkeypatch.setattr(embeddings, "configured_embedder", lambda: english_only)
+    vectors.query_vector.cache_clear()
+    add("我喜欢喝绿茶")
+    vectors.embed_pending()
+
+    result = search(agent_id="a1", query="绿茶")
+
+    assert result.mode == "lexical" and len(result.hits) == 1
+    assert result.degraded == [
+        "vectors not used: all-MiniLM-L6-v2 is English-only and the query is Chinese, "
+        "Japanese or Korean"
+    ]
