@@ -139,6 +139,10 @@ class MemoryOut(Schema):
     created_at: datetime
     updated_at: datetime | None
     source_count: int
+    curated: bool = Field(
+        description="a person wrote or edited the text (API, dashboard, admin): consolidation "
+        "may confirm the memory but keeps this text"
+    )
     expired: bool
 
     @staticmethod

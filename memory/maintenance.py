@@ -222,6 +222,31 @@ def llm_extract(summaries: list[str]) -> list[Extracted] | None:
     return None
 
 
+def _merge(memory: LongTermMemory, item: Extracted) -> None:
+    """A new extraction confirms the memory: confidence and source count go up. Its text
+    becomes the newer wording, unless a person curated it: then the history keeps the
+    proposal and the memory keeps the person's words."""
+    confirmed = {
+        "confidence": min(1.0, memory.confidence + MERGE_CONFIDENCE_STEP),
+        "source_count": memory.source_count + 1,
+    }
+    if not memory.curated:
+        memories.memory_update(
+            memory,
+            actor="consolidation",
+            action=MemoryAction.MERGE,
+            content=item.content,
+            **confirmed,
+        )
+        return
+    note = None
+    if item.content != memory.content:
+        note = {"proposed_content": item.content, "content_kept": "curated"}
+    memories.memory_update(
+        memory, actor="consolidation", action=MemoryAction.MERGE, note=note, **confirmed
+    )
+
+
 def _store(agent_id: str, session_id: str, item: Extracted) -> bool:
     """Merge into a > 0.8 similar memory of the agent (True), or create one (False)."""
     candidates = LongTermMemory.objects.filter(agent_id=agent_id).active()
@@ -231,15 +256,7 @@ def _store(agent_id: str, session_id: str, item: Extracted) -> bool:
         if score > similarity:
             best, similarity = memory, score
     if best is not None and similarity > DUPLICATE_SIMILARITY:
-        memory = LongTermMemory.objects.get(pk=best.pk)
-        memories.memory_update(
-            memory,
-            actor="consolidation",
-            action=MemoryAction.MERGE,
-            content=item.content,
-            confidence=min(1.0, memory.confidence + MERGE_CONFIDENCE_STEP),
-            source_count=memory.source_count + 1,
-        )
+        _merge(LongTermMemory.objects.get(pk=best.pk), item)
         return True
     memories.memory_create(
         agent_id=agent_id,

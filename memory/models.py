@@ -159,6 +159,11 @@ class LongTermMemory(models.Model):
     updated_at = models.DateTimeField(null=True, blank=True)
     archived_at = models.DateTimeField(null=True, blank=True)
     has_embedding = models.BooleanField(db_default=False)
+    # Written or reworded by a person (API, dashboard, admin): consolidation may confirm it but
+    # never replaces its text, and identity questions rank it first.
+    curated = models.BooleanField(
+        db_default=False, help_text="a person wrote or edited the text; consolidation keeps it"
+    )
 
     objects = LongTermMemoryQuerySet.as_manager()
 
