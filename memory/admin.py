@@ -316,17 +316,20 @@ class LongTermMemoryHistoryAdmin(ReadOnlyAdmin):
 @admin.register(ConsolidationRun)
 class ConsolidationRunAdmin(ReadOnlyAdmin):
     list_display = [
-        "started_at",
+        "requested_at",
         "agent_id",
         "session_id",
         "trigger",
+        "status",
+        "run_after",
+        "started_at",
         "extractor",
         "created",
         "merged",
-        "skipped_reason",
+        "reason",
     ]
-    list_filter = ["agent_id", "trigger", "extractor"]
-    search_fields = ["session_id", "skipped_reason"]
+    list_filter = ["agent_id", "status", "trigger", "extractor"]
+    search_fields = ["session_id", "reason"]
 
 
 class ApiKeyForm(forms.ModelForm):
