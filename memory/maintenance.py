@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -26,7 +27,8 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from memory import memories, tasks
+from memory import embeddings, index, memories, tasks, vectors
+from memory.embeddings import EmbeddingError
 from memory.llm import LLMError, configured_chat
 from memory.models import (
     WAITING,
@@ -56,6 +58,9 @@ NOTHING_NEW_REASON = "nothing new since the session's last run"
 INVALID_ANSWER_REASON = "the chat model's answer was not valid JSON, twice"
 STALE_REASON = "its worker stopped during the run"
 DUPLICATE_SIMILARITY = 0.8
+# Dedup compares an extracted item with this many of the agent's memories from each index
+# (nearest vectors, best lexical matches), never with all of them.
+DEDUP_CANDIDATES = 20
 MERGE_CONFIDENCE_STEP = 0.1
 SUMMARY_CHARS = 100
 MEMORY_CHARS = 300
@@ -254,24 +259,86 @@ def _merge(memory: LongTermMemory, item: Extracted) -> None:
     )
 
 
-def _store(agent_id: str, session_id: str, item: Extracted) -> bool:
-    """Merge into a > 0.8 similar memory of the agent (True), or create one (False)."""
-    candidates = LongTermMemory.objects.filter(agent_id=agent_id).active()
-    best, similarity = None, 0.0
-    for memory in candidates.filter(memory_type=item.memory_type).only("id", "content"):
-        score = text_similarity(memory.content, item.content)
-        if score > similarity:
-            best, similarity = memory, score
-    if best is not None and similarity > DUPLICATE_SIMILARITY:
-        _merge(LongTermMemory.objects.get(pk=best.pk), item)
-        return True
-    memories.memory_create(
+Vector = tuple[float, ...]
+Fresh = tuple[str, Vector]  # a memory this run created: its type and vector
+
+
+def _embed_items(items: list[Extracted]) -> list[Vector | None]:
+    """The items' vectors, made before the write transaction (a provider may be slow). None
+    for each when vectors are unusable or the provider fails: text similarity decides alone,
+    and the run goes on."""
+    embedder = embeddings.configured_embedder()
+    if not items or embedder is None or not vectors.vector_search_status(embedder).enabled:
+        return [None] * len(items)
+    try:
+        found = embedder.embed([item.content[: vectors.MAX_EMBED_CHARS] for item in items])
+    except EmbeddingError as exc:
+        logger.warning("Consolidation dedups by text only, the provider failed: %s", exc)
+        return [None] * len(items)
+    return [tuple(vector) for vector in found]
+
+
+def _cosine(a: Vector, b: Vector) -> float:
+    norms = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return sum(x * y for x, y in zip(a, b, strict=True)) / norms if norms else 0.0
+
+
+def _duplicate_of(
+    agent_id: str, item: Extracted, vector: Vector | None, fresh: dict[int, Fresh]
+) -> LongTermMemory | None:
+    """The agent's active memory of the item's type that the item repeats (> 0.8 similar),
+    if any, from a short list of candidates found through the index.
+
+    With vectors, the nearest memories by cosine similarity; always, the best lexical
+    matches by text similarity, which also finds memories not embedded yet (KNN cannot see
+    them); and the memories this run created, by their vectors.
+    """
+    similarity: dict[int, float] = {}
+    if vector is not None:
+        near = index.knn(
+            index.MEMORY_VECTORS,
+            agent_id=agent_id,
+            embedding=vector,
+            k=DEDUP_CANDIDATES,
+            filters=[("memory_type", "=", item.memory_type)],
+        )
+        similarity = {hit.id: 1 - hit.score for hit in near}  # knn answers cosine distance
+        for memory_id, (memory_type, created) in fresh.items():
+            if memory_type == item.memory_type:
+                similarity[memory_id] = _cosine(vector, created)
+    lexical = index.lexical_search(
+        index.MEMORY_TEXT, agent_id=agent_id, query=item.content, k=DEDUP_CANDIDATES
+    )
+    candidates = LongTermMemory.objects.active().filter(
         agent_id=agent_id,
+        memory_type=item.memory_type,
+        pk__in=[*similarity, *(hit.id for hit in lexical)],
+    )
+    best, best_score = None, DUPLICATE_SIMILARITY
+    for memory in candidates:
+        score = max(similarity.get(memory.pk, 0.0), text_similarity(memory.content, item.content))
+        if score > best_score:
+            best, best_score = memory, score
+    return best
+
+
+def _store(
+    run: ConsolidationRun, item: Extracted, vector: Vector | None, fresh: dict[int, Fresh]
+) -> bool:
+    """Merge the item into the memory it repeats (True), or create one (False)."""
+    duplicate = _duplicate_of(run.agent_id, item, vector, fresh)
+    if duplicate is not None:
+        _merge(duplicate, item)
+        return True
+    memory = memories.memory_create(
+        agent_id=run.agent_id,
         content=item.content,
         memory_type=item.memory_type,
-        source_session=session_id,
+        source_session=run.session_id,
         actor="consolidation",
     )
+    if vector is not None:
+        fresh[memory.pk] = (item.memory_type, vector)
     return False
 
 
@@ -495,9 +562,12 @@ def run_consolidation(run_id: int) -> ConsolidationRun | None:
         extracted = _extract(run, covered)
         if extracted is None:
             return _finish(run, RunStatus.FAILED, INVALID_ANSWER_REASON)
+        item_vectors = _embed_items(extracted)
+        fresh: dict[int, Fresh] = {}
+        # Short: index lookups and small writes, nothing slow.
         with transaction.atomic():
-            for item in extracted:
-                if _store(run.agent_id, run.session_id, item):
+            for item, vector in zip(extracted, item_vectors, strict=True):
+                if _store(run, item, vector, fresh):
                     run.merged += 1
                 else:
                     run.created += 1

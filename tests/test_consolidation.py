@@ -4,6 +4,7 @@ incremental runs, and dedup through the index."""
 from __future__ import annotations
 
 import hashlib
+import re
 from datetime import datetime, timedelta
 
 import httpx
@@ -12,11 +13,18 @@ from django.core.management import call_command
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from memory import maintenance, tasks
+from memory import embeddings, maintenance, tasks, vectors
 from memory.llm import ChatClient
-from memory.maintenance import Extracted, consolidate_session, request_consolidation
+from memory.maintenance import (
+    Extracted,
+    consolidate_session,
+    request_consolidation,
+    text_similarity,
+)
+from memory.memories import memory_create
 from memory.messages import message_add
 from memory.models import ConsolidationRun, LongTermMemory, LongTermMemoryHistory
+from tests.fakes import FakeEmbedder
 from tests.helpers import last_line, manage
 
 pytestmark = pytest.mark.django_db
@@ -361,6 +369,97 @@ def test_a_run_whose_worker_died_is_failed_and_no_longer_blocks_the_agent(
     assert (run.status, run.created) == ("done", 1)
     dead = ConsolidationRun.objects.get(session_id="s0")
     assert (dead.status, dead.reason) == ("failed", "its worker stopped during the run")
+
+
+# --- dedup through the index ---------------------------------------------------------------
+
+
+class ParaphraseEmbedder(FakeEmbedder):
+    """Bag of words that reads "espresso" as "coffee": a paraphrase is close by vector and
+    far by text."""
+
+    def _vector(self, text: str) -> list[float]:
+        return super()._vector(re.sub("espresso", "coffee", text, flags=re.IGNORECASE))
+
+
+@pytest.fixture
+def embedder(monkeypatch):
+    embedder = ParaphraseEmbedder()
+    monkeypatch.setattr(embeddings, "configured_embedder", lambda: embedder)
+    return embedder
+
+
+def memory(content: str, *, embedded: bool = True) -> LongTermMemory:
+    created = memory_create(
+        agent_id="agent-a", content=content, memory_type="fact", actor="consolidation"
+    )
+    if embedded:
+        vectors.embed_pending()
+    return created
+
+
+COFFEE, ESPRESSO = "Ana drinks coffee after lunch", "Ana drinks espresso after lunch"
+
+
+def test_dedup_finds_a_paraphrase_by_vector(embedder, one_memory_per_message):
+    coffee = memory(COFFEE)
+    say(ESPRESSO)
+    assert text_similarity(COFFEE, ESPRESSO) < 0.8  # the text alone would not merge them
+
+    run = consolidate_session(agent_id="agent-a", session_id="s1")
+
+    assert (run.created, run.merged) == (0, 1)
+    coffee.refresh_from_db()
+    assert (coffee.content, coffee.source_count) == (ESPRESSO, 2)
+    assert embedder.calls[-1] == [ESPRESSO]  # the extracted item, embedded for the search
+
+
+def test_without_vectors_dedup_falls_back_to_text_similarity(one_memory_per_message):
+    coffee = memory(COFFEE)
+    say(ESPRESSO)
+    say("Ana drinks coffee after lunch!")
+
+    run = consolidate_session(agent_id="agent-a", session_id="s1")
+
+    assert (run.created, run.merged) == (1, 1)
+    coffee.refresh_from_db()
+    assert coffee.source_count == 2
+    assert LongTermMemory.objects.filter(content=ESPRESSO).exists()
+
+
+def test_a_memory_without_its_vector_yet_still_dedups(embedder, one_memory_per_message):
+    memory("The office is in Lyon")  # vectors in use
+    tea = memory("I prefer green tea in the morning", embedded=False)
+    say("I prefer green tea in the mornings.")
+
+    run = consolidate_session(agent_id="agent-a", session_id="s1")
+
+    assert (run.created, run.merged) == (0, 1)
+    tea.refresh_from_db()
+    assert tea.source_count == 2
+
+
+def test_items_of_one_run_merge_into_each_other(embedder, one_memory_per_message):
+    memory("The office is in Lyon")
+    say(COFFEE)
+    say(ESPRESSO)  # close by vector to the memory the first item creates, which has none yet
+
+    run = consolidate_session(agent_id="agent-a", session_id="s1")
+
+    assert (run.created, run.merged) == (1, 1)
+    assert LongTermMemory.objects.get(source_count=2).content == ESPRESSO
+
+
+def test_a_failing_provider_leaves_dedup_to_the_text(embedder, one_memory_per_message):
+    tea = memory("I prefer green tea in the morning")
+    say("I prefer green tea in the mornings.")
+    embedder.fail_times = 1
+
+    run = consolidate_session(agent_id="agent-a", session_id="s1")
+
+    assert (run.status, run.created, run.merged) == ("done", 0, 1)
+    tea.refresh_from_db()
+    assert tea.source_count == 2
 
 
 # --- migrations ----------------------------------------------------------------------------
