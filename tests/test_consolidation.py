@@ -101,10 +101,9 @@ def runs() -> list[tuple]:
 # --- curated text --------------------------------------------------------------------------
 
 
-def test_a_curated_memorys_text_survives_a_merge(api):
+def test_a_curated_memorys_text_survives_a_merge(api, one_memory_per_message):
     created = api.post(
-        "/memories",
-        {"content": "I prefer green tea in the morning", "memory_type": "preference"},
+        "/memories", {"content": "I prefer green tea in the morning", "memory_type": "fact"}
     ).json()
     assert created["curated"] is True
     say("I prefer green tea in the mornings.")  # > 0.8 similar: a merge
@@ -128,7 +127,7 @@ def test_a_curated_memorys_text_survives_a_merge(api):
     }
 
 
-def test_an_uncurated_memory_takes_the_newer_wording(clock):
+def test_an_uncurated_memory_takes_the_newer_wording(clock, one_memory_per_message):
     say("I prefer green tea in the morning")
     consolidate_session(agent_id="agent-a", session_id="s1", trigger="session_end")
     memory = LongTermMemory.objects.get()
@@ -142,7 +141,7 @@ def test_an_uncurated_memory_takes_the_newer_wording(clock):
     assert (memory.content, memory.source_count) == ("I prefer green tea in the mornings.", 2)
 
 
-def test_a_person_rewording_a_consolidated_memory_curates_it(api):
+def test_a_person_rewording_a_consolidated_memory_curates_it(api, one_memory_per_message):
     say("I like jazz on Sundays.")
     consolidate_session(agent_id="agent-a", session_id="s1", trigger="session_end")
     memory = LongTermMemory.objects.get()
@@ -318,7 +317,7 @@ def test_replies_and_the_end_join_a_run_still_waiting_in_the_queue(
     assert runs() == [("s1", "session_end", "done", 46, 0)]
 
 
-def test_running_a_session_again_does_not_merge_the_same_items_again(clock):
+def test_running_a_session_again_does_not_merge_the_same_items_again(clock, one_memory_per_message):
     say("I prefer green tea.")
     consolidate_session(agent_id="agent-a", session_id="s1")
     clock.advance(30)
@@ -348,6 +347,22 @@ def test_a_failed_extraction_is_kept_and_its_summaries_go_to_the_next_run(clock,
     )
     assert (retried.status, retried.extractor, retried.created) == ("done", "llm", 1)
     assert LongTermMemory.objects.get().content == "Ana lives in Lyon"
+
+
+def test_a_run_going_on_past_30_s_keeps_the_agent_waiting(clock, one_memory_per_message):
+    say("I prefer green tea.")
+    ConsolidationRun.objects.create(
+        agent_id="agent-a",
+        session_id="s0",
+        trigger="session_end",
+        status="running",
+        extractor="llm",
+        started_at=clock.now - timedelta(seconds=40),  # a slow chat model
+    )
+
+    run = consolidate_session(agent_id="agent-a", session_id="s1")
+
+    assert (run.status, run.run_after) == ("deferred", clock.now + timedelta(seconds=30))
 
 
 def test_a_run_whose_worker_died_is_failed_and_no_longer_blocks_the_agent(
