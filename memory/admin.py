@@ -224,6 +224,7 @@ class LongTermMemoryAdmin(admin.ModelAdmin):
         "confidence",
         "access_count",
         "source_count",
+        "curated",
         "expires_at",
         "archived_at",
         "has_embedding",
@@ -232,6 +233,7 @@ class LongTermMemoryAdmin(admin.ModelAdmin):
     list_filter = [
         "agent_id",
         "memory_type",
+        "curated",
         ExpiryFilter,
         ("archived_at", admin.EmptyFieldListFilter),
         "has_embedding",
@@ -241,6 +243,7 @@ class LongTermMemoryAdmin(admin.ModelAdmin):
         "access_count",
         "last_accessed",
         "source_count",
+        "curated",
         "has_embedding",
         "created_at",
         "updated_at",
@@ -313,17 +316,20 @@ class LongTermMemoryHistoryAdmin(ReadOnlyAdmin):
 @admin.register(ConsolidationRun)
 class ConsolidationRunAdmin(ReadOnlyAdmin):
     list_display = [
-        "started_at",
+        "requested_at",
         "agent_id",
         "session_id",
         "trigger",
+        "status",
+        "run_after",
+        "started_at",
         "extractor",
         "created",
         "merged",
-        "skipped_reason",
+        "reason",
     ]
-    list_filter = ["agent_id", "trigger", "extractor"]
-    search_fields = ["session_id", "skipped_reason"]
+    list_filter = ["agent_id", "status", "trigger", "extractor"]
+    search_fields = ["session_id", "reason"]
 
 
 class ApiKeyForm(forms.ModelForm):

@@ -23,6 +23,7 @@ from pydantic import field_validator
 from memory import jsonl
 from memory.context import context_build
 from memory.health import service_health
+from memory.maintenance import request_consolidation
 from memory.memories import (
     memories_of,
     memory_create,
@@ -40,7 +41,6 @@ from memory.models import (
     ShortTermMemory,
 )
 from memory.search import MAX_K, search
-from memory.tasks import consolidate_session_task
 from memory.validation import check_identifier, check_metadata, check_text
 
 logger = logging.getLogger(__name__)
@@ -139,6 +139,10 @@ class MemoryOut(Schema):
     created_at: datetime
     updated_at: datetime | None
     source_count: int
+    curated: bool = Field(
+        description="a person wrote or edited the text (API, dashboard, admin): consolidation "
+        "may confirm the memory but keeps this text"
+    )
     expired: bool
 
     @staticmethod
@@ -157,7 +161,13 @@ class MemoryHistoryOut(Schema):
 
 class SessionEndOut(Schema):
     session_id: str
-    consolidation: str = Field(description="queued: the worker extracts long-term memories")
+    consolidation: Literal["queued", "deferred"] = Field(
+        description="queued: the worker consolidates the session as soon as it is free; "
+        "deferred: the agent was consolidated less than 30 seconds ago, so it runs at run_after"
+    )
+    run_after: datetime | None = Field(
+        description="when a deferred consolidation runs (null when queued)"
+    )
 
 
 class MemoryFilters(Schema):
@@ -394,12 +404,17 @@ def build_context(request: HttpRequest, session_id: str, payload: ContextIn) -> 
 
 
 @router.post("/sessions/{session_id}/end", response={202: SessionEndOut}, tags=["memories"])
-def end_session(request: HttpRequest, session_id: str) -> Status[dict[str, str]]:
-    """Queue the session's consolidation into long-term memories (skipped if the agent was
-    consolidated less than 30 seconds ago)."""
+def end_session(request: HttpRequest, session_id: str) -> Status[dict[str, Any]]:
+    """The session is over: the worker consolidates it into long-term memories.
+
+    Never dropped: `queued` runs as soon as the worker is free; `deferred` waits for the end
+    of the agent's 30-second window, `run_after`. If the session already waits, the request
+    joins that run. A run covers what came since the session's last one."""
     _session_or_404(request.auth, session_id)
-    consolidate_session_task.enqueue(request.auth, session_id)
-    return Status(202, {"session_id": session_id, "consolidation": "queued"})
+    run = request_consolidation(agent_id=request.auth, session_id=session_id, trigger="session_end")
+    return Status(
+        202, {"session_id": session_id, "consolidation": run.status, "run_after": run.run_after}
+    )
 
 
 @router.get("/sessions/{session_id}/summaries", response=list[SummaryOut], tags=["memories"])

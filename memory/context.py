@@ -259,6 +259,7 @@ def _memory_item(memory: LongTermMemory, score: float | None, method: str, now: 
             "expired": expired,
             "confidence": memory.confidence,
             "access_count": memory.access_count,
+            "curated": memory.curated,
         },
     )
 
@@ -282,8 +283,10 @@ def _long_term_candidates(
 
 
 def _identity_rank(item: Item) -> tuple[Any, ...]:
-    """Preferences first, then what was confirmed more often and used more, then score."""
+    """What a person wrote or confirmed first, then preferences, then what consolidation
+    confirmed more often and what was used more, then the match score."""
     return (
+        not item.details["curated"],
         item.details["memory_type"] != MemoryType.PREFERENCE,
         -item.details["confidence"],
         -item.details["access_count"],
@@ -312,16 +315,18 @@ def _long_term(
         limit, minimum = LONG_TERM_ITEMS, LONG_TERM_ITEMS
     chosen = matched[:limit]
     if len(chosen) < minimum:
-        # Few matches: the agent's most used memories, expired ones after the others.
+        # Few matches: the agent's most used memories (for an identity question, those a
+        # person wrote first), expired ones after the others.
+        order = ("-curated", "-access_count", "-id") if identity else ("-access_count", "-id")
         most_used = sorted(
-            active.exclude(pk__in=[i.id for i in chosen]).order_by("-access_count", "-id")[
-                :minimum
-            ],
+            active.exclude(pk__in=[i.id for i in chosen]).order_by(*order)[:minimum],
             key=lambda m: m.is_expired(now),
         )
         chosen += [_memory_item(m, None, "access_count", now) for m in most_used][
             : minimum - len(chosen)
         ]
+        if identity:
+            chosen.sort(key=_identity_rank)
     return chosen
 
 

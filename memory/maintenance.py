@@ -4,7 +4,9 @@
   each session keeps its newest 10.
 - At session end or every 20 turns, the session is consolidated into typed long-term
   memories; one close to an existing memory of the agent (> 0.8 similar) updates it instead
-  of duplicating it. An agent is consolidated at most once every 30 seconds.
+  of duplicating it, keeping the text when a person curated it. An agent is consolidated at
+  most once every 30 seconds: a request inside that window is deferred to its end, never
+  dropped. Each run covers what the session said since its last run.
 - Beyond `long_term_cap`, the least used, least confident memories are archived (kept).
 
 With a SiliconFlow key the chat model writes summaries and extracts memories; without one an
@@ -15,18 +17,22 @@ from __future__ import annotations
 
 import json
 import logging
-import re
-from datetime import timedelta
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Max
 from django.utils import timezone
 
-from memory import memories, tasks
+from memory import embeddings, index, memories, tasks, vectors
+from memory.embeddings import EmbeddingError
 from memory.extraction import MEMORY_CHARS, Extracted, offline_extract
 from memory.extraction import sentences as _sentences
 from memory.llm import LLMError, configured_chat
 from memory.models import (
+    WAITING,
     ConsolidationRun,
     LongTermMemory,
     LongTermMemoryHistory,
@@ -34,8 +40,10 @@ from memory.models import (
     MemoryAction,
     MemoryType,
     Role,
+    RunStatus,
     ShortTermMemory,
 )
+from memory.text import text_similarity
 from memory.vectors import delete_with_vectors
 
 logger = logging.getLogger(__name__)
@@ -43,7 +51,18 @@ logger = logging.getLogger(__name__)
 SUMMARIES_KEPT = 10
 TURNS_PER_CONSOLIDATION = 20
 CONSOLIDATION_WINDOW = timedelta(seconds=30)
+# A run still "running" after this lost its worker (a crash mid-run): it is marked failed and
+# no longer holds the agent's window; the session's next run covers its messages.
+STALE_RUN = timedelta(minutes=10)
+STARTED = (RunStatus.RUNNING, RunStatus.DONE, RunStatus.FAILED)
+WINDOW_REASON = "the agent was consolidated less than 30 seconds ago: deferred to run_after"
+NOTHING_NEW_REASON = "nothing new since the session's last run"
+INVALID_ANSWER_REASON = "the chat model's answer was not valid JSON, twice"
+STALE_REASON = "its worker stopped during the run"
 DUPLICATE_SIMILARITY = 0.8
+# Dedup compares an extracted item with this many of the agent's memories from each index
+# (nearest vectors, best lexical matches), never with all of them.
+DEDUP_CANDIDATES = 20
 MERGE_CONFIDENCE_STEP = 0.1
 SUMMARY_CHARS = 100
 
@@ -116,35 +135,7 @@ def _keep_newest_summaries(agent_id: str, session_id: str) -> None:
         delete_with_vectors(ShortTermMemory.objects.filter(pk__in=old))
 
 
-def turns_in_session(agent_id: str, session_id: str) -> int:
-    return MainMessage.objects.filter(
-        agent_id=agent_id, session_id=session_id, role=Role.ASSISTANT
-    ).count()
-
-
 # --- consolidation -------------------------------------------------------------------------
-
-
-def _normalised(text: str) -> str:
-    return re.sub(r"[\W_]+", "", text.lower())
-
-
-def text_similarity(a: str, b: str) -> float:
-    """Dice coefficient of character bigrams: language-neutral, 1.0 for the same text."""
-    a, b = _normalised(a), _normalised(b)
-    if a == b:
-        return 1.0
-    if len(a) < 2 or len(b) < 2:
-        return 0.0
-    grams_a = [a[i : i + 2] for i in range(len(a) - 1)]
-    grams_b = [b[i : i + 2] for i in range(len(b) - 1)]
-    pool = list(grams_b)
-    shared = 0
-    for gram in grams_a:
-        if gram in pool:
-            pool.remove(gram)
-            shared += 1
-    return 2 * shared / (len(grams_a) + len(grams_b))
 
 
 def _parse_extraction(answer: str) -> list[Extracted]:
@@ -172,72 +163,360 @@ def llm_extract(summaries: list[str]) -> list[Extracted] | None:
     return None
 
 
-def _store(agent_id: str, session_id: str, item: Extracted) -> bool:
-    """Merge into a > 0.8 similar memory of the agent (True), or create one (False)."""
-    candidates = LongTermMemory.objects.filter(agent_id=agent_id).active()
-    best, similarity = None, 0.0
-    for memory in candidates.filter(memory_type=item.memory_type).only("id", "content"):
-        score = text_similarity(memory.content, item.content)
-        if score > similarity:
-            best, similarity = memory, score
-    if best is not None and similarity > DUPLICATE_SIMILARITY:
-        memory = LongTermMemory.objects.get(pk=best.pk)
+def _merge(memory: LongTermMemory, item: Extracted) -> None:
+    """A new extraction confirms the memory: confidence and source count go up. Its text
+    becomes the newer wording, unless a person curated it: then the history keeps the
+    proposal and the memory keeps the person's words."""
+    confirmed = {
+        "confidence": min(1.0, memory.confidence + MERGE_CONFIDENCE_STEP),
+        "source_count": memory.source_count + 1,
+    }
+    if not memory.curated:
         memories.memory_update(
             memory,
             actor="consolidation",
             action=MemoryAction.MERGE,
             content=item.content,
-            confidence=min(1.0, memory.confidence + MERGE_CONFIDENCE_STEP),
-            source_count=memory.source_count + 1,
+            **confirmed,
         )
-        return True
-    memories.memory_create(
+        return
+    note = None
+    if item.content != memory.content:
+        note = {"proposed_content": item.content, "content_kept": "curated"}
+    memories.memory_update(
+        memory, actor="consolidation", action=MemoryAction.MERGE, note=note, **confirmed
+    )
+
+
+Vector = tuple[float, ...]
+Fresh = tuple[str, Vector]  # a memory this run created: its type and vector
+
+
+def _embed_items(items: list[Extracted]) -> list[Vector | None]:
+    """The items' vectors, made before the write transaction (a provider may be slow). None
+    for each when vectors are unusable or the provider fails: text similarity decides alone,
+    and the run goes on."""
+    embedder = embeddings.configured_embedder()
+    if not items or embedder is None or not vectors.vector_search_status(embedder).enabled:
+        return [None] * len(items)
+    try:
+        found = embedder.embed([item.content[: vectors.MAX_EMBED_CHARS] for item in items])
+    except EmbeddingError as exc:
+        logger.warning("Consolidation dedups by text only, the provider failed: %s", exc)
+        return [None] * len(items)
+    return [tuple(vector) for vector in found]
+
+
+def _cosine(a: Vector, b: Vector) -> float:
+    norms = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return sum(x * y for x, y in zip(a, b, strict=True)) / norms if norms else 0.0
+
+
+def _duplicate_of(
+    agent_id: str, item: Extracted, vector: Vector | None, fresh: dict[int, Fresh]
+) -> LongTermMemory | None:
+    """The agent's active memory of the item's type that the item repeats (> 0.8 similar),
+    if any, from a short list of candidates found through the index.
+
+    With vectors, the nearest memories by cosine similarity; always, the best lexical
+    matches by text similarity, which also finds memories not embedded yet (KNN cannot see
+    them); and the memories this run created, by their vectors.
+    """
+    similarity: dict[int, float] = {}
+    if vector is not None:
+        near = index.knn(
+            index.MEMORY_VECTORS,
+            agent_id=agent_id,
+            embedding=vector,
+            k=DEDUP_CANDIDATES,
+            filters=[("memory_type", "=", item.memory_type)],
+        )
+        similarity = {hit.id: 1 - hit.score for hit in near}  # knn answers cosine distance
+        for memory_id, (memory_type, created) in fresh.items():
+            if memory_type == item.memory_type:
+                similarity[memory_id] = _cosine(vector, created)
+    lexical = index.lexical_search(
+        index.MEMORY_TEXT, agent_id=agent_id, query=item.content, k=DEDUP_CANDIDATES
+    )
+    candidates = LongTermMemory.objects.active().filter(
         agent_id=agent_id,
+        memory_type=item.memory_type,
+        pk__in=[*similarity, *(hit.id for hit in lexical)],
+    )
+    best, best_score = None, DUPLICATE_SIMILARITY
+    for memory in candidates:
+        score = max(similarity.get(memory.pk, 0.0), text_similarity(memory.content, item.content))
+        if score > best_score:
+            best, best_score = memory, score
+    return best
+
+
+def _store(
+    run: ConsolidationRun, item: Extracted, vector: Vector | None, fresh: dict[int, Fresh]
+) -> bool:
+    """Merge the item into the memory it repeats (True), or create one (False)."""
+    duplicate = _duplicate_of(run.agent_id, item, vector, fresh)
+    if duplicate is not None:
+        _merge(duplicate, item)
+        return True
+    memory = memories.memory_create(
+        agent_id=run.agent_id,
         content=item.content,
         memory_type=item.memory_type,
-        source_session=session_id,
+        source_session=run.session_id,
         actor="consolidation",
     )
+    if vector is not None:
+        fresh[memory.pk] = (item.memory_type, vector)
     return False
 
 
-def consolidate_session(*, agent_id: str, session_id: str, trigger: str) -> ConsolidationRun:
-    """Extract the session's long-term memories, unless the agent was consolidated < 30 s ago."""
+# --- consolidation runs: requests, the 30-second window, what each run covers ---------------
+
+
+@dataclass(frozen=True)
+class Covered:
+    """A point in a session: its last message and summary a run covers (or covered)."""
+
+    message_id: int
+    summary_id: int
+
+
+def _covered(agent_id: str, session_id: str) -> Covered:
+    done = ConsolidationRun.objects.filter(
+        agent_id=agent_id, session_id=session_id, status=RunStatus.DONE
+    ).aggregate(message=Max("last_message_id"), summary=Max("last_summary_id"))
+    return Covered(done["message"] or 0, done["summary"] or 0)
+
+
+def _window_end(agent_id: str, now: datetime, *, behind_waiting: bool) -> datetime | None:
+    """When the agent may next be consolidated; None for now.
+
+    The 30 seconds keep two extractions of the agent from running at once (both would merge
+    into the same memories): they start 30 s after the last run started, or after a run that
+    is still going. `behind_waiting` places a new request 30 s after the agent's runs already
+    waiting, so that a burst of ended sessions is consolidated one by one, not all retried at
+    the same moment.
+    """
+    runs = ConsolidationRun.objects.filter(agent_id=agent_id)
+    ends = []
+    last_start = (
+        runs.filter(status__in=STARTED, started_at__gt=now - CONSOLIDATION_WINDOW)
+        .exclude(extractor="")  # a run that found nothing new extracted nothing
+        .aggregate(last=Max("started_at"))["last"]
+    )
+    if last_start is not None:
+        ends.append(last_start + CONSOLIDATION_WINDOW)
+    if runs.filter(
+        status=RunStatus.RUNNING,
+        started_at__lte=now - CONSOLIDATION_WINDOW,
+        started_at__gt=now - STALE_RUN,
+    ).exists():
+        ends.append(now + CONSOLIDATION_WINDOW)  # a long run: look again later
+    if behind_waiting:
+        waiting = runs.filter(status__in=WAITING).values_list("run_after", flat=True)
+        ends += [(run_after or now) + CONSOLIDATION_WINDOW for run_after in waiting]
+    end = max(ends, default=None)
+    return end if end is not None and end > now else None
+
+
+def _join(run: ConsolidationRun, *, trigger: str, up_to: int | None) -> None:
+    """A request for a session that already waits: a session end makes the run take
+    everything there is when it starts; a turn request moves its end to the newer reply."""
+    if trigger == "session_end":
+        run.trigger, run.last_message_id = trigger, None
+    elif run.last_message_id is not None and up_to is not None:
+        run.last_message_id = max(run.last_message_id, up_to)
+    run.save(update_fields=["trigger", "last_message_id"])
+
+
+def request_consolidation(
+    *, agent_id: str, session_id: str, trigger: str, up_to: int | None = None
+) -> ConsolidationRun:
+    """Ask for the session's consolidation (up to message `up_to`, else all of it); returns
+    the waiting run that will do it.
+
+    A session already waiting joins its run. Otherwise the run is queued, or deferred to the
+    end of the agent's 30-second window, never dropped. Its task is queued in the same
+    transaction: a request is never stored without the task that runs it.
+    """
     now = timezone.now()
-    recent = ConsolidationRun.objects.filter(
-        agent_id=agent_id, started_at__gt=now - CONSOLIDATION_WINDOW, skipped_reason=""
-    )
-    run = ConsolidationRun(agent_id=agent_id, session_id=session_id, trigger=trigger)
-    if recent.exists():
-        run.skipped_reason = "the agent was consolidated less than 30 seconds ago"
-        run.save()
-        return run
-    summaries = list(
-        ShortTermMemory.objects.filter(agent_id=agent_id, session_id=session_id)
-        .order_by("created_at", "id")
-        .values_list("content", flat=True)
-    )
-    if configured_chat() is not None:
-        run.extractor = "llm"
-        extracted = llm_extract(summaries) if summaries else []
-        if extracted is None:
-            run.skipped_reason = "the chat model's answer was not valid JSON, twice"
-            run.save()
-            return run
-    else:
-        run.extractor = "rules"
-        user_messages = MainMessage.objects.filter(
-            agent_id=agent_id, session_id=session_id, role=Role.USER
-        ).order_by("timestamp", "id")
-        extracted = offline_extract(list(user_messages))
     with transaction.atomic():
-        for item in extracted:
-            if _store(agent_id, session_id, item):
-                run.merged += 1
-            else:
-                run.created += 1
-        run.save()
-    cleanup(agent_id)
+        waiting = ConsolidationRun.objects.filter(
+            agent_id=agent_id, session_id=session_id, status__in=WAITING
+        ).first()
+        if waiting is not None:
+            _join(waiting, trigger=trigger, up_to=up_to)
+            return waiting
+        run_after = _window_end(agent_id, now, behind_waiting=True)
+        run = ConsolidationRun.objects.create(
+            agent_id=agent_id,
+            session_id=session_id,
+            trigger=trigger,
+            status=RunStatus.QUEUED if run_after is None else RunStatus.DEFERRED,
+            requested_at=now,
+            run_after=run_after,
+            reason="" if run_after is None else WINDOW_REASON,
+            last_message_id=up_to,
+        )
+        tasks.schedule_consolidation(run)
+    return run
+
+
+def consolidate_after_turn(reply: MainMessage) -> ConsolidationRun | None:
+    """Ask for a run up to this reply when it is the 20th assistant turn since the session's
+    last run.
+
+    Counted by id up to this reply, never with the session's current count: when the worker
+    catches up after a burst, each reply counts the turns before it, and one run covers them.
+    """
+    runs = ConsolidationRun.objects.filter(agent_id=reply.agent_id, session_id=reply.session_id)
+    if runs.filter(status__in=WAITING, last_message_id__isnull=True).exists():
+        return None  # a waiting end-of-session run takes every turn
+    # Failed runs count too: their messages wait for the next run, not for the next reply.
+    since = runs.aggregate(last=Max("last_message_id"))["last"] or 0
+    turns = MainMessage.objects.filter(
+        agent_id=reply.agent_id,
+        session_id=reply.session_id,
+        role=Role.ASSISTANT,
+        id__gt=since,
+        id__lte=reply.pk,
+    ).count()
+    if turns < TURNS_PER_CONSOLIDATION:
+        return None
+    return request_consolidation(
+        agent_id=reply.agent_id, session_id=reply.session_id, trigger="turns", up_to=reply.pk
+    )
+
+
+def _fail_stale_runs(agent_id: str, now: datetime) -> None:
+    ConsolidationRun.objects.filter(
+        agent_id=agent_id, status=RunStatus.RUNNING, started_at__lte=now - STALE_RUN
+    ).update(status=RunStatus.FAILED, finished_at=now, reason=STALE_REASON)
+
+
+def _newest_id(model: type[MainMessage] | type[ShortTermMemory], run: ConsolidationRun) -> int:
+    rows = model.objects.filter(agent_id=run.agent_id, session_id=run.session_id)
+    return rows.aggregate(newest=Max("id"))["newest"] or 0
+
+
+def _has_new(run: ConsolidationRun, covered: Covered, end: Covered) -> bool:
+    scope = {"agent_id": run.agent_id, "session_id": run.session_id}
+    messages = MainMessage.objects.filter(
+        **scope, id__gt=covered.message_id, id__lte=end.message_id
+    )
+    summaries = ShortTermMemory.objects.filter(
+        **scope, id__gt=covered.summary_id, id__lte=end.summary_id
+    )
+    return messages.exists() or summaries.exists()
+
+
+def _start(run: ConsolidationRun, now: datetime, end: Covered, status: str, reason: str) -> None:
+    run.status, run.reason, run.started_at = status, reason, now
+    run.last_message_id, run.last_summary_id = end.message_id, end.summary_id
+    if status == RunStatus.RUNNING:
+        run.extractor = "llm" if configured_chat() is not None else "rules"
+    else:
+        run.finished_at = now
+    run.save()
+
+
+def _claim(run_id: int, now: datetime) -> tuple[ConsolidationRun, Covered] | None:
+    """Start a waiting run; returns it with where the session's last done run ended, or None
+    when it does not run now.
+
+    One write transaction (IMMEDIATE on SQLite), so two workers cannot both find the agent's
+    window free. Inside the window the run is deferred again, with a new task.
+    """
+    with transaction.atomic():
+        run = ConsolidationRun.objects.filter(pk=run_id, status__in=WAITING).first()
+        if run is None:
+            return None  # it ran already
+        _fail_stale_runs(run.agent_id, now)
+        covered = _covered(run.agent_id, run.session_id)
+        # An end-of-session run takes everything there is now; a turn run, up to its reply.
+        end = Covered(
+            max(run.last_message_id or _newest_id(MainMessage, run), covered.message_id),
+            max(_newest_id(ShortTermMemory, run), covered.summary_id),
+        )
+        if not _has_new(run, covered, end):
+            _start(run, now, end, RunStatus.DONE, NOTHING_NEW_REASON)
+            return None
+        run_after = _window_end(run.agent_id, now, behind_waiting=False)
+        if run_after is not None:
+            run.status, run.run_after, run.reason = RunStatus.DEFERRED, run_after, WINDOW_REASON
+            run.save(update_fields=["status", "run_after", "reason"])
+            tasks.schedule_consolidation(run)
+            return None
+        _start(run, now, end, RunStatus.RUNNING, "")
+    return run, covered
+
+
+def _extract(run: ConsolidationRun, covered: Covered) -> list[Extracted] | None:
+    """What the session said since the last done run: None when the chat model failed."""
+    scope = {"agent_id": run.agent_id, "session_id": run.session_id}
+    if run.extractor == "llm":
+        summaries = list(
+            ShortTermMemory.objects.filter(
+                **scope, id__gt=covered.summary_id, id__lte=run.last_summary_id
+            )
+            .order_by("created_at", "id")
+            .values_list("content", flat=True)
+        )
+        return llm_extract(summaries) if summaries else []
+    user_messages = MainMessage.objects.filter(
+        **scope, role=Role.USER, id__gt=covered.message_id, id__lte=run.last_message_id
+    ).order_by("timestamp", "id")
+    return offline_extract(list(user_messages))
+
+
+def _finish(run: ConsolidationRun, status: str, reason: str = "") -> ConsolidationRun:
+    run.status, run.reason, run.finished_at = status, reason, timezone.now()
+    run.save(update_fields=["status", "reason", "finished_at", "created", "merged"])
+    return run
+
+
+def run_consolidation(run_id: int) -> ConsolidationRun | None:
+    """The worker's side of a request: consolidate what the session said since its last done
+    run, or defer the run again while the agent's window lasts. Returns the run if it ran.
+
+    A failed extraction is recorded as such (`failed`, with why); its messages stay for the
+    session's next run.
+    """
+    claimed = _claim(run_id, timezone.now())
+    if claimed is None:
+        return None
+    run, covered = claimed
+    try:
+        extracted = _extract(run, covered)
+        if extracted is None:
+            return _finish(run, RunStatus.FAILED, INVALID_ANSWER_REASON)
+        item_vectors = _embed_items(extracted)
+        fresh: dict[int, Fresh] = {}
+        # Short: index lookups and small writes, nothing slow.
+        with transaction.atomic():
+            for item, vector in zip(extracted, item_vectors, strict=True):
+                if _store(run, item, vector, fresh):
+                    run.merged += 1
+                else:
+                    run.created += 1
+            _finish(run, RunStatus.DONE)
+    except Exception as exc:
+        run.created = run.merged = 0  # the write transaction was rolled back
+        _finish(run, RunStatus.FAILED, f"{type(exc).__name__}: {exc}"[:500])
+        raise
+    cleanup(run.agent_id)
+    return run
+
+
+def consolidate_session(
+    *, agent_id: str, session_id: str, trigger: str = "session_end"
+) -> ConsolidationRun:
+    """Request the session's consolidation and run it here rather than in the worker, unless
+    the agent's window defers it (commands, tests); returns the run as it stands."""
+    run = request_consolidation(agent_id=agent_id, session_id=session_id, trigger=trigger)
+    run_consolidation(run.pk)  # nothing to do if the task already ran it
+    run.refresh_from_db()
     return run
 
 

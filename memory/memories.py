@@ -23,6 +23,13 @@ MAX_QUERY_MATCHES = 1000
 EDITABLE_FIELDS = frozenset(
     {"content", "memory_type", "confidence", "expires_at", "source_session"}
 )
+# The service's own actors. Every other actor is a person (`api`, `admin:<user>`,
+# `ui:<user>`), whose wording consolidation must not overwrite.
+AUTOMATIC_ACTORS = frozenset({"consolidation", "cleanup"})
+
+
+def by_a_person(actor: str) -> bool:
+    return actor not in AUTOMATIC_ACTORS
 
 
 def _check(fields: dict[str, Any], allowed: frozenset[str] = EDITABLE_FIELDS) -> None:
@@ -70,23 +77,34 @@ def memory_create(
     fields = {"content": content, "memory_type": memory_type, **fields}
     _check(fields)
     with transaction.atomic():
-        memory = LongTermMemory.objects.create(agent_id=agent_id, **fields)
+        memory = LongTermMemory.objects.create(
+            agent_id=agent_id, curated=by_a_person(actor), **fields
+        )
         _history(memory, MemoryAction.CREATE, actor)
         transaction.on_commit(tasks.schedule_embedding, robust=True)
     return memory
 
 
 def memory_update(
-    memory: LongTermMemory, *, actor: str, action: str = MemoryAction.UPDATE, **fields: Any
+    memory: LongTermMemory,
+    *,
+    actor: str,
+    action: str = MemoryAction.UPDATE,
+    note: dict[str, Any] | None = None,
+    **fields: Any,
 ) -> LongTermMemory:
     """Change the given fields; a new text waits for its new vector.
 
-    Consolidation also raises `source_count` when a new extraction confirms the memory.
+    Consolidation also raises `source_count` when a new extraction confirms the memory. A text
+    written by a person makes the memory `curated`. `note` adds to the history's `changes`
+    what the fields cannot say (e.g. the text a merge proposed but did not write).
     """
     _check(fields, EDITABLE_FIELDS | {"source_count"})
     changed = {k: v for k, v in fields.items() if getattr(memory, k) != v}
     if not changed:
         return memory
+    if "content" in changed and by_a_person(actor) and not memory.curated:
+        changed["curated"] = True
     old_content = memory.content
     with transaction.atomic():
         for name, value in changed.items():
@@ -103,7 +121,11 @@ def memory_update(
             action,
             actor,
             old_content=old_content if "content" in changed else None,
-            changes={k: _jsonable(v) for k, v in changed.items() if k != "content"} or None,
+            changes={
+                **{k: _jsonable(v) for k, v in changed.items() if k != "content"},
+                **(note or {}),
+            }
+            or None,
         )
     return memory
 

@@ -170,6 +170,11 @@ class LongTermMemory(models.Model):
     updated_at = models.DateTimeField(null=True, blank=True)
     archived_at = models.DateTimeField(null=True, blank=True)
     has_embedding = models.BooleanField(db_default=False)
+    # Written or reworded by a person (API, dashboard, admin): consolidation may confirm it but
+    # never replaces its text, and identity questions rank it first.
+    curated = models.BooleanField(
+        db_default=False, help_text="a person wrote or edited the text; consolidation keeps it"
+    )
 
     objects = LongTermMemoryQuerySet.as_manager()
 
@@ -234,24 +239,67 @@ class LongTermMemoryHistory(models.Model):
         return f"{self.action} of memory {self.memory_id} by {self.actor}"
 
 
+class RunStatus(models.TextChoices):
+    QUEUED = "queued"  # waiting for the worker
+    DEFERRED = "deferred"  # waiting for the end of the agent's 30-second window (run_after)
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"  # the extraction failed; the session's next run covers these messages
+    SKIPPED = "skipped"  # before deferral existed: a request inside the window, dropped
+
+
+WAITING = (RunStatus.QUEUED, RunStatus.DEFERRED)
+
+
 class ConsolidationRun(models.Model):
-    """One pass turning a session's summaries into long-term memories, or why it was skipped."""
+    """One consolidation of a session into long-term memories, from its request to its end.
+
+    A run covers what came since the session's last done run, up to `last_message_id` (and
+    `last_summary_id` for the chat model, which reads summaries): a waiting end-of-session run
+    leaves it empty and takes everything there is when it starts. A session has at most one
+    waiting run; later requests join it.
+    """
 
     agent_id = models.TextField()
     session_id = models.TextField()
     trigger = models.TextField(help_text="session_end or turns")
-    started_at = models.DateTimeField(db_default=Now())
+    status = models.TextField(choices=RunStatus.choices, db_default=RunStatus.QUEUED)
+    requested_at = models.DateTimeField(db_default=Now())
+    run_after = models.DateTimeField(
+        null=True, blank=True, help_text="a deferred run waits for the agent's 30 s window"
+    )
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    last_message_id = models.BigIntegerField(
+        null=True, blank=True, help_text="the session's last message this run covers"
+    )
+    last_summary_id = models.BigIntegerField(
+        null=True, blank=True, help_text="the session's last summary this run covers"
+    )
     extractor = models.TextField(blank=True, db_default="")
     created = models.IntegerField(db_default=0)
     merged = models.IntegerField(db_default=0)
-    skipped_reason = models.TextField(blank=True, db_default="")
+    reason = models.TextField(blank=True, db_default="", help_text="why it waited or failed")
 
     class Meta:
         db_table = "consolidation_runs"
-        indexes = [models.Index(fields=["agent_id", "-started_at"], name="idx_consolidation_agent")]
+        constraints = [
+            _one_of("status", RunStatus, "consolidation_runs_status_valid"),
+            # Requests for a session that already waits join that run: one queue entry per
+            # session, however many replies or ends ask for it.
+            models.UniqueConstraint(
+                fields=["agent_id", "session_id"],
+                condition=models.Q(status__in=WAITING),
+                name="consolidation_runs_one_waiting_per_session",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["agent_id", "-started_at"], name="idx_consolidation_agent"),
+            models.Index(fields=["agent_id", "session_id"], name="idx_consolidation_session"),
+        ]
 
     def __str__(self) -> str:
-        return f"{self.agent_id}/{self.session_id} at {self.started_at}"
+        return f"{self.agent_id}/{self.session_id} {self.status} (requested {self.requested_at})"
 
 
 class ApiKeyQuerySet(models.QuerySet["ApiKey"]):

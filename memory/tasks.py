@@ -11,7 +11,7 @@ from django_tasks_db.models import DBTaskResult
 
 from memory import maintenance, vectors
 from memory.embeddings import EmbeddingError
-from memory.models import MainMessage
+from memory.models import ConsolidationRun, MainMessage, RunStatus
 
 logger = logging.getLogger(__name__)
 
@@ -59,18 +59,33 @@ def schedule_embedding(*, delay: timedelta | None = None) -> None:
 
 @task()
 def summarize_turn_task(reply_id: int) -> None:
-    """Summarize the turn an assistant reply ends; every 20 turns, consolidate the session."""
+    """Summarize the turn an assistant reply ends; every 20 turns, ask for a consolidation."""
     reply = MainMessage.objects.filter(pk=reply_id).first()
     if reply is None:
         return  # the session was deleted meanwhile
     maintenance.summarize_turn(reply)
-    turns = maintenance.turns_in_session(reply.agent_id, reply.session_id)
-    if turns % maintenance.TURNS_PER_CONSOLIDATION == 0:
-        maintenance.consolidate_session(
-            agent_id=reply.agent_id, session_id=reply.session_id, trigger="turns"
-        )
+    maintenance.consolidate_after_turn(reply)
+
+
+@task()
+def consolidation_task(run_id: int) -> None:
+    """Run a requested consolidation, or defer it again while the agent's window lasts."""
+    maintenance.run_consolidation(run_id)
+
+
+def schedule_consolidation(run: ConsolidationRun) -> None:
+    """Queue the run's task: now when it is queued, at `run_after` when it is deferred."""
+    task_ = consolidation_task
+    if run.status == RunStatus.DEFERRED:
+        if not task_.get_backend().supports_defer:
+            return  # the immediate backend (tests) cannot wait: tests call the task at run_after
+        task_ = task_.using(run_after=run.run_after)
+    task_.enqueue(run.pk)
 
 
 @task()
 def consolidate_session_task(agent_id: str, session_id: str) -> None:
-    maintenance.consolidate_session(agent_id=agent_id, session_id=session_id, trigger="session_end")
+    """An end of session queued before requests were recorded (an upgrade): record it now."""
+    maintenance.request_consolidation(
+        agent_id=agent_id, session_id=session_id, trigger="session_end"
+    )

@@ -403,3 +403,38 @@ def test_every_context_answer_is_valid_for_openai(seed, api):
     for window in (256, 1024, 8192):
         body = api.post("/sessions/s1/context", {"model_window": window}).json()
         assert _valid_for_openai(body["messages"]), body["messages"]
+
+
+@pytest.mark.parametrize("question", ["Do you remember my preferences?", "你记得我的偏好吗？"])
+@pytest.mark.parametrize("with_vectors", [False, True])
+def test_a_curated_preference_outranks_a_rule_extracted_one(question, with_vectors, monkeypatch):
+    from memory import embeddings
+
+    embedder = FakeEmbedder()
+    monkeypatch.setattr(
+        embeddings, "configured_embedder", lambda: embedder if with_vectors else None
+    )
+    vectors.query_vector.cache_clear()
+    extracted = memory_create(
+        agent_id="a1",
+        content="Do you remember my preferences? 你记得我的偏好吗？ Please write a checklist.",
+        memory_type="preference",
+        actor="consolidation",
+    )
+    # Confirmed by many extractions and used often: only who wrote it tells them apart.
+    LongTermMemory.objects.filter(pk=extracted.pk).update(access_count=20, confidence=1.0)
+    person = memory_create(
+        agent_id="a1",
+        content="User prefers short answers with code samples",
+        memory_type="preference",
+        actor="api",
+        confidence=1.0,
+    )
+    vectors.embed_pending()
+
+    context = context_build(agent_id="a1", session_id="new", query=question, model_window=8192)
+
+    ranked = [item.id for item in context.layers["long_term"].items]
+    assert context.identity_recall and person.curated and not extracted.curated
+    assert ranked.index(person.pk) < ranked.index(extracted.pk)
+    assert ranked[0] == person.pk

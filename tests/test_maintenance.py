@@ -12,9 +12,10 @@ from django.utils import timezone
 from memory import llm, maintenance
 from memory.context import context_build
 from memory.llm import ChatClient
-from memory.maintenance import consolidate_session, offline_extract, summarize_turn, text_similarity
+from memory.maintenance import consolidate_session, offline_extract, summarize_turn
 from memory.messages import message_add
 from memory.models import ConsolidationRun, LongTermMemory, LongTermMemoryHistory, ShortTermMemory
+from memory.text import text_similarity
 
 pytestmark = pytest.mark.django_db
 
@@ -139,22 +140,31 @@ def test_a_similar_memory_is_updated_not_duplicated_and_its_old_text_kept():
     assert LongTermMemory.objects.get(agent_id="a2").source_count == 1  # another agent's: untouched
 
 
-def test_consolidation_of_an_agent_within_30_seconds_is_skipped():
+def test_consolidation_of_an_agent_within_30_seconds_is_deferred_not_dropped():
+    from memory import tasks
+
     say("I like jazz.")
+    say("We decided to deploy on Fridays.", session="s2")
+    say("I like jazz.", agent="a2")
     first = consolidate_session(agent_id="a1", session_id="s1", trigger="session_end")
-    second = consolidate_session(agent_id="a1", session_id="s1", trigger="session_end")
+    second = consolidate_session(agent_id="a1", session_id="s2", trigger="session_end")
     other_agent = consolidate_session(agent_id="a2", session_id="s1", trigger="session_end")
 
-    assert first.skipped_reason == "" and first.created == 1
-    assert second.skipped_reason == "the agent was consolidated less than 30 seconds ago"
-    assert other_agent.skipped_reason == ""
-    assert LongTermMemory.objects.count() == 1
+    assert (first.status, first.created) == ("done", 1)
+    assert (second.status, second.run_after) == (
+        "deferred",
+        first.started_at + timedelta(seconds=30),
+    )
+    assert (other_agent.status, other_agent.created) == ("done", 1)
+    assert LongTermMemory.objects.filter(agent_id="a1").count() == 1
 
     ConsolidationRun.objects.filter(pk=first.pk).update(
         started_at=timezone.now() - timedelta(seconds=31)
     )
-    third = consolidate_session(agent_id="a1", session_id="s1", trigger="session_end")
-    assert third.skipped_reason == "" and third.merged == 1
+    tasks.consolidation_task.call(second.pk)  # what the worker does at run_after
+    second.refresh_from_db()
+    assert (second.status, second.created) == ("done", 1)
+    assert LongTermMemory.objects.filter(agent_id="a1").count() == 2
 
 
 def test_the_chat_model_extracts_typed_memories_and_malformed_json_is_retried_once(chat):
@@ -178,12 +188,13 @@ def test_the_chat_model_extracts_typed_memories_and_malformed_json_is_retried_on
     ]
 
 
-def test_twice_malformed_answers_skip_the_run_with_a_reason(chat):
+def test_twice_malformed_answers_fail_the_run_with_a_reason(chat):
     answers, _ = chat
     ShortTermMemory.objects.create(agent_id="a1", session_id="s1", content="a summary")
     answers += ["nope", "[{broken"]
     run = consolidate_session(agent_id="a1", session_id="s1", trigger="session_end")
-    assert run.skipped_reason == "the chat model's answer was not valid JSON, twice"
+    assert run.status == "failed"
+    assert run.reason == "the chat model's answer was not valid JSON, twice"
     assert not LongTermMemory.objects.exists()
 
 

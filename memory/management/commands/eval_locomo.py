@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 from tqdm import tqdm
 
-from memory import embeddings
+from memory import embeddings, maintenance
 from memory.evaluation import (
     CachedEmbedder,
     ContextReport,
@@ -32,9 +33,9 @@ from memory.evaluation import (
     load_conversations,
     replay_conversations,
 )
+from memory.maintenance import request_consolidation
 from memory.management.tempdb import use_temporary_database
 from memory.search import FUSIONS, MODES
-from memory.tasks import consolidate_session_task
 from memory.vectors import embed_pending
 
 
@@ -117,9 +118,14 @@ class Command(BaseCommand):
     def _context(
         self, folder: Path, cached: CachedEmbedder | None, options: dict[str, Any]
     ) -> ContextReport:
+        # The 30-second window keeps two extractions of one agent from running at once; this
+        # one worker never runs two, so the replay need not wait 30 s between sessions.
+        maintenance.CONSOLIDATION_WINDOW = timedelta(0)
         loaded = replay_conversations(
             folder / "conversations.jsonl",
-            end_session=lambda agent, session: consolidate_session_task.enqueue(agent, session),
+            end_session=lambda agent, session: request_consolidation(
+                agent_id=agent, session_id=session, trigger="session_end"
+            ),
         )
         # The messages' vectors from the cache; the worker then runs what the sessions queued
         # (turn summaries, consolidation, their vectors) as `make run`'s worker would.

@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("memory", "0006_import_fingerprint"),
+        ("memory", "0008_consolidation_run_lifecycle"),
     ]
 
     operations = [
