@@ -1,13 +1,15 @@
 """`make bench`: context_build latency in a large store, in a temporary database.
 
 The store: 100,000 messages (50 sessions of 2,000), 10 summaries per session and 10,000
-long-term memories, all embedded, for one agent. Each run asks for the context of one
-session with a new query. The query's embedding is excluded, as a remote call would be: the
+long-term memories, all embedded, shared by 10 agents (sessions and memories dealt out in
+turn), then by one. Each run asks for the context of one session with a new query, so the
+recall layer searches the agent's messages by text and by vector. The query's embedding is excluded, as a remote call would be: the
 benchmark's embedder returns random unit vectors at no cost.
 """
 
 from __future__ import annotations
 
+import itertools
 import random
 import statistics
 import tempfile
@@ -75,8 +77,21 @@ class FakeEmbedder:
         return vectors.tolist()
 
 
+# A Zipf-distributed vocabulary (exponent 1.1, as in natural text) of the words above and
+# 20,000 made-up ones: with 28 words alone, every query word would match most messages and
+# the lexical side of recall would measure an index no real conversation builds.
+VOCABULARY = WORDS + [f"word{i}" for i in range(20_000)]
+CUMULATIVE_WEIGHTS = list(
+    itertools.accumulate(1 / rank**1.1 for rank in range(1, len(VOCABULARY) + 1))
+)
+
+
 def _sentence(rng: random.Random, words: int) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(words))
+    return " ".join(rng.choices(VOCABULARY, cum_weights=CUMULATIVE_WEIGHTS, k=words))
+
+
+def _agent(session: int, agents: int) -> str:
+    return f"{AGENT}-{session % agents}"
 
 
 class Command(BaseCommand):
@@ -86,6 +101,9 @@ class Command(BaseCommand):
         parser.add_argument("--sessions", type=int, default=50)
         parser.add_argument("--messages-per-session", type=int, default=2000)
         parser.add_argument("--memories", type=int, default=10_000)
+        parser.add_argument(
+            "--agents", type=int, nargs="+", default=[10, 1], help="agents sharing the store"
+        )
         parser.add_argument("--dims", type=int, nargs="+", default=[1024, 384])
         parser.add_argument("--queries", type=int, default=200, help="per run")
         parser.add_argument("--runs", type=int, default=5, help="runs of the queries per store")
@@ -95,27 +113,34 @@ class Command(BaseCommand):
             f"{options['runs']} runs of {options['queries']} queries per row; "
             "median of the runs (lowest-highest run)\n"
         )
-        self.stdout.write("| messages | memories | dims | context_build p50 ms | p95 ms |")
-        self.stdout.write("|---|---|---|---|---|")
+        self.stdout.write("| messages | memories | agents | dims | context_build p50 ms | p95 ms |")
+        self.stdout.write("|---|---|---|---|---|---|")
         rng = random.Random(11)
-        for dimension in options["dims"]:
-            p50s, p95s = [], []
-            with tempfile.TemporaryDirectory(prefix="orca-bench-") as folder:
-                use_temporary_database(Path(folder) / "bench.db")
-                embedder = FakeEmbedder(dimension)
-                self._fill(options, embedder)
-                for _ in range(options["runs"]):
-                    timings = self._measure(options, embedder, rng)
-                    p50s.append(statistics.median(timings) * 1000)
-                    p95s.append(percentile(timings, 0.95) * 1000)
-                connections["default"].close()
-            total = options["sessions"] * options["messages_per_session"]
-            self.stdout.write(
-                f"| {total:,} | {options['memories']:,} | {dimension} | "
-                f"{median_and_range(p50s)} | {median_and_range(p95s)} |"
-            )
+        for agents in options["agents"]:
+            for dimension in options["dims"]:
+                p50s, p95s = self._row(options, agents, dimension, rng)
+                total = options["sessions"] * options["messages_per_session"]
+                self.stdout.write(
+                    f"| {total:,} | {options['memories']:,} | {agents} | {dimension} | "
+                    f"{median_and_range(p50s)} | {median_and_range(p95s)} |"
+                )
 
-    def _fill(self, options: dict[str, Any], embedder: FakeEmbedder) -> None:
+    def _row(
+        self, options: dict[str, Any], agents: int, dimension: int, rng: random.Random
+    ) -> tuple[list[float], list[float]]:
+        p50s, p95s = [], []
+        with tempfile.TemporaryDirectory(prefix="orca-bench-") as folder:
+            use_temporary_database(Path(folder) / "bench.db")
+            embedder = FakeEmbedder(dimension)
+            self._fill(options, agents, embedder)
+            for _ in range(options["runs"]):
+                timings = self._measure(options, agents, embedder, rng)
+                p50s.append(statistics.median(timings) * 1000)
+                p95s.append(percentile(timings, 0.95) * 1000)
+            connections["default"].close()
+        return p50s, p95s
+
+    def _fill(self, options: dict[str, Any], agents: int, embedder: FakeEmbedder) -> None:
         rng = random.Random(7)
         per_session = options["messages_per_session"]
         for s in tqdm(range(options["sessions"]), desc="sessions", file=self.stderr._out):
@@ -125,7 +150,7 @@ class Command(BaseCommand):
                 text = _sentence(rng, rng.randint(5, 40))
                 rows.append(
                     MainMessage(
-                        agent_id=AGENT,
+                        agent_id=_agent(s, agents),
                         session_id=session,
                         role="user" if i % 2 == 0 else "assistant",
                         content=text,
@@ -135,18 +160,20 @@ class Command(BaseCommand):
             with transaction.atomic():
                 MainMessage.objects.bulk_create(rows, batch_size=1000)
                 ShortTermMemory.objects.bulk_create(
-                    ShortTermMemory(agent_id=AGENT, session_id=session, content=_sentence(rng, 12))
+                    ShortTermMemory(
+                        agent_id=_agent(s, agents), session_id=session, content=_sentence(rng, 12)
+                    )
                     for _ in range(10)
                 )
         LongTermMemory.objects.bulk_create(
             (
                 LongTermMemory(
-                    agent_id=AGENT,
+                    agent_id=_agent(m, agents),
                     content=_sentence(rng, 10),
                     memory_type=rng.choice(MemoryType.values),
                     access_count=rng.randint(0, 50),
                 )
-                for _ in range(options["memories"])
+                for m in range(options["memories"])
             ),
             batch_size=1000,
         )
@@ -154,17 +181,17 @@ class Command(BaseCommand):
             embed_pending(embedder=embedder, batch_size=500, progress=bar.update)
 
     def _measure(
-        self, options: dict[str, Any], embedder: FakeEmbedder, rng: random.Random
+        self, options: dict[str, Any], agents: int, embedder: FakeEmbedder, rng: random.Random
     ) -> list[float]:
         timings = []
         for _ in range(options["queries"]):
             query = f"{_sentence(rng, 6)} #{rng.random()}"  # new each time: no cache hit
             query_vector(embedder, query)  # the embedding call is excluded from the figure
-            session = f"session-{rng.randrange(options['sessions'])}"
+            number = rng.randrange(options["sessions"])
             start = time.perf_counter()
             context_build(
-                agent_id=AGENT,
-                session_id=session,
+                agent_id=_agent(number, agents),
+                session_id=f"session-{number}",
                 query=query,
                 model_window=8192,
                 embedder=embedder,
