@@ -10,6 +10,8 @@ gets a fingerprint, so importing the same file again adds nothing, and a file is
 one transaction, so a crash leaves it to be imported whole next time.
 
 Export writes orca's shape, one file per session, which imports back into the same rows.
+Every line written (export, backup) names its session, so a file's name only has to be safe:
+orca_memory.files encodes ids into names.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from django.utils.dateparse import parse_datetime
 from memory import messages
 from memory.models import MainMessage, MessageType, Role
 from memory.validation import InvalidInput, check_identifier
+from orca_memory.files import id_file_name, open_private, path_inside, private_dir
 
 
 class LineError(ValueError):
@@ -278,39 +281,61 @@ def message_line(message: MainMessage) -> dict[str, Any]:
     )
 
 
+def _session_file(folder: Path, agent_id: str, session_id: str) -> Path:
+    """`folder/<agent>/<session>.jsonl`, each name encoded, never outside `folder`."""
+    return path_inside(folder, id_file_name(agent_id), id_file_name(session_id, ".jsonl"))
+
+
 def export_sessions(
     folder: Path, *, agent_id: str | None = None, session_id: str | None = None
 ) -> list[Path]:
-    """One file per session, `folder/<agent>/<session>.jsonl`, oldest message first."""
+    """One file per session, `folder/<agent>/<session>.jsonl`, oldest message first.
+
+    Folders created here are 0700 and files 0600, as everything the service writes.
+    """
     rows = MainMessage.objects.all()
     if agent_id is not None:
         rows = rows.filter(agent_id=agent_id)
     if session_id is not None:
         rows = rows.filter(session_id=session_id)
-    written: dict[Path, Any] = {}
+    private_dir(folder)
+    written: list[Path] = []
+    current: tuple[str, str] | None = None
+    out = None
     try:
+        # Ordered by session, so one file at a time is open however many sessions there are.
         for message in rows.order_by("agent_id", "session_id", "timestamp", "id").iterator():
-            path = folder / message.agent_id / f"{message.session_id}.jsonl"
-            if path not in written:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                written[path] = path.open("w", encoding="utf-8")
-            written[path].write(json.dumps(message_line(message), ensure_ascii=False) + "\n")
+            if current != (message.agent_id, message.session_id):
+                current = (message.agent_id, message.session_id)
+                if out is not None:
+                    out.close()
+                path = _session_file(folder, *current)
+                private_dir(path.parent)
+                fd = open_private(path, os.O_WRONLY | os.O_TRUNC)
+                out = os.fdopen(fd, "w", encoding="utf-8")
+                written.append(path)
+            out.write(json.dumps(message_line(message), ensure_ascii=False) + "\n")
     finally:
-        for f in written.values():
-            f.close()
-    return list(written)
+        if out is not None:
+            out.close()
+    return written
 
 
 def backup_path(agent_id: str, session_id: str) -> Path:
-    return settings.ORCA.data_dir / "jsonl" / agent_id / f"{session_id}.jsonl"
+    """Where the JSONL backup keeps a session: `<data_dir>/jsonl/<agent>/<session>.jsonl`.
+
+    Before names were encoded, the raw ids were used; `migrate_jsonl` on the agent's folder
+    reads files of either naming, since every line names its session.
+    """
+    return _session_file(settings.ORCA.data_dir / "jsonl", agent_id, session_id)
 
 
 def _append(agent_id: str, line: dict[str, Any]) -> Path:
     # One write per line in append mode, so concurrent workers never interleave lines.
     path = backup_path(agent_id, line["session_id"])
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     data = (json.dumps(line, ensure_ascii=False) + "\n").encode()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    fd = open_private(path, os.O_WRONLY | os.O_APPEND)
     try:
         os.write(fd, data)
     finally:
