@@ -70,10 +70,27 @@ def _save_edit(obj: MainMessage | ShortTermMemory, fields: set[str], *, embedded
     obj.save(update_fields=sorted(fields))
 
 
+class IdentifiersForm(forms.ModelForm):
+    """A new row's agent and session ids follow the rules the API applies (check_identifier)."""
+
+    def _identifier(self, name: str) -> str:
+        try:
+            return check_identifier(name, self.cleaned_data[name])
+        except InvalidInput as exc:
+            raise forms.ValidationError(str(exc)) from exc
+
+    def clean_agent_id(self) -> str:
+        return self._identifier("agent_id")
+
+    def clean_session_id(self) -> str:
+        return self._identifier("session_id")
+
+
 class WithVectorsAdmin(admin.ModelAdmin):
     """Rows that have vectors: their scope is fixed once stored (a vector cannot move to another
     agent's partition), and deleting a row deletes its vector too."""
 
+    form = IdentifiersForm
     fixed_fields: tuple[str, ...] = ("agent_id", "session_id")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Model | None = None) -> list[str]:
