@@ -85,6 +85,23 @@ def test_every_file_the_service_creates_is_private_whatever_the_umask(tmp_path):
 
 
 @pytest.mark.slow
+def test_an_import_run_first_creates_a_private_database(tmp_path):
+    home = tmp_path / "home"
+    lines = tmp_path / "s.jsonl"
+    lines.write_text('{"role": "user", "content": "x"}\n')
+
+    result = manage(home, "migrate_jsonl", str(lines))
+
+    # Not migrated yet: the file is reported, not a traceback.
+    assert result.returncode != 0 and f"{lines}: the database failed" in result.stdout
+    assert (mode(home), mode(home / "data"), mode(home / "data" / "orca.db")) == (
+        0o700,
+        0o700,
+        0o600,
+    )
+
+
+@pytest.mark.slow
 def test_a_database_an_earlier_version_left_readable_is_made_private(tmp_path):
     data = tmp_path / "home" / "data"
     data.mkdir(parents=True, mode=0o755)
