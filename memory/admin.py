@@ -71,7 +71,8 @@ def _save_edit(obj: MainMessage | ShortTermMemory, fields: set[str], *, embedded
 
 
 class IdentifiersForm(forms.ModelForm):
-    """A new row's agent and session ids follow the rules the API applies (check_identifier)."""
+    """A row's agent and session ids and sub-agent name follow the rule the API applies
+    (check_identifier); only fields the form edits are checked."""
 
     def _identifier(self, name: str) -> str:
         try:
@@ -84,6 +85,9 @@ class IdentifiersForm(forms.ModelForm):
 
     def clean_session_id(self) -> str:
         return self._identifier("session_id")
+
+    def clean_agent_name(self) -> str:  # sub-agent transcripts
+        return self._identifier("agent_name")
 
 
 class WithVectorsAdmin(admin.ModelAdmin):

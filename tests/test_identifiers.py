@@ -22,6 +22,7 @@ from memory import jsonl
 from memory.models import ApiKey, MainMessage
 from memory.validation import InvalidInput, check_identifier
 from orca_memory.files import MAX_NAME_BYTES, id_file_name, path_inside
+from subagents.models import SubagentMessage
 
 pytestmark = pytest.mark.django_db
 
@@ -170,6 +171,11 @@ def test_the_admin_forms_refuse_each_hostile_id(admin_user, value, why):
     )
     assert not message_form.is_valid()
     assert {"agent_id", "session_id"} <= set(message_form.errors), why
+    subagent_form = admin.site._registry[SubagentMessage].get_form(request)(
+        data={"session_id": value, "agent_name": value, "role": "assistant", "content": "x"}
+    )
+    assert not subagent_form.is_valid()
+    assert {"agent_name", "session_id"} <= set(subagent_form.errors), why
 
 
 def test_the_admin_forms_accept_a_good_id(admin_client):
