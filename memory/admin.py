@@ -70,10 +70,31 @@ def _save_edit(obj: MainMessage | ShortTermMemory, fields: set[str], *, embedded
     obj.save(update_fields=sorted(fields))
 
 
+class IdentifiersForm(forms.ModelForm):
+    """A row's agent and session ids and sub-agent name follow the rule the API applies
+    (check_identifier); only fields the form edits are checked."""
+
+    def _identifier(self, name: str) -> str:
+        try:
+            return check_identifier(name, self.cleaned_data[name])
+        except InvalidInput as exc:
+            raise forms.ValidationError(str(exc)) from exc
+
+    def clean_agent_id(self) -> str:
+        return self._identifier("agent_id")
+
+    def clean_session_id(self) -> str:
+        return self._identifier("session_id")
+
+    def clean_agent_name(self) -> str:  # sub-agent transcripts
+        return self._identifier("agent_name")
+
+
 class WithVectorsAdmin(admin.ModelAdmin):
     """Rows that have vectors: their scope is fixed once stored (a vector cannot move to another
     agent's partition), and deleting a row deletes its vector too."""
 
+    form = IdentifiersForm
     fixed_fields: tuple[str, ...] = ("agent_id", "session_id")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Model | None = None) -> list[str]:

@@ -38,6 +38,8 @@ def message_add(
     `timestamp`, `import_fingerprint` and `summarize=False` are for messages recorded
     earlier (migrate_jsonl): an import is embedded, but its past turns are not summarized.
     """
+    # The agent too: a key created before the identifier rules could name one they refuse.
+    check_identifier("agent_id", agent_id)
     check_identifier("session_id", session_id)
     check_content("content", content)
     if role not in Role.values:

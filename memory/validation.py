@@ -10,10 +10,13 @@ from typing import Any
 
 from django.conf import settings
 
-MAX_IDENTIFIER_CHARS = 200
+# Identifiers (agent, session, sub-agent name) become file names (the JSONL backup and
+# export) and URL path segments: counted in UTF-8 bytes, as file systems count names.
+MAX_IDENTIFIER_BYTES = 200
 MAX_METADATA_DEPTH = 20
-# Control characters break logs and URLs; "/" cannot be addressed in an API path.
-_BAD_IDENTIFIER_CHAR = re.compile(r"[\x00-\x1f\x7f/]")
+# Control characters (C0, DEL, C1, line and paragraph separators) break logs and URLs;
+# "/" cannot be addressed in an API path, and neither separator belongs in a file name.
+_BAD_IDENTIFIER_CHAR = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029/\\]")
 
 
 class InvalidInput(ValueError):
@@ -28,15 +31,22 @@ class Conflict(Exception):
     """A request that contradicts the stored state, such as writing to a finished run (409)."""
 
 
-def check_identifier(kind: str, value: str) -> str:
-    """An agent or session id: 1-200 characters, no "/", control characters or outer spaces."""
-    if not value or len(value) > MAX_IDENTIFIER_CHARS:
-        raise InvalidInput(f"{kind} must be 1 to {MAX_IDENTIFIER_CHARS} characters")
+def check_identifier(kind: str, value: object) -> str:
+    """An agent id, session id or sub-agent name: one rule wherever it comes in (API,
+    commands, admin, importer). Valid UTF-8 of 1-200 bytes, not only dots ("." and ".." name
+    folders, and clients normalise them out of URLs), no "/" or "\\", no control characters,
+    no leading or trailing spaces."""
+    if not isinstance(value, str):
+        raise InvalidInput(f"{kind} must be text")
+    check_text(kind, value)
+    if not 1 <= len(value.encode("utf-8")) <= MAX_IDENTIFIER_BYTES:
+        raise InvalidInput(f"{kind} must be 1 to {MAX_IDENTIFIER_BYTES} bytes of UTF-8")
     if _BAD_IDENTIFIER_CHAR.search(value) or value != value.strip():
         raise InvalidInput(
-            f"{kind} must not contain '/', control characters or leading/trailing spaces"
+            f"{kind} must not contain '/', '\\', control characters or leading/trailing spaces"
         )
-    check_text(kind, value)
+    if not value.strip("."):
+        raise InvalidInput(f"{kind} must not be only dots")
     return value
 
 

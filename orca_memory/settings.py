@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from orca_memory.config import ConfigError, load_config
+from orca_memory.files import PRIVATE_DIR_MODE, make_private, private_dir
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -17,8 +18,12 @@ except ConfigError as exc:
     # Fail before Django starts, with the file and line, not a traceback into settings.
     sys.exit(f"orca-memory: configuration error: {exc}")
 
-ORCA.data_dir.mkdir(parents=True, exist_ok=True)
-ORCA.db_path.parent.mkdir(parents=True, exist_ok=True)
+# The data folder holds every conversation: 0700 when created (with any missing parent,
+# such as ~/.orca), and made 0700 if an earlier version left it open to other users.
+private_dir(ORCA.data_dir)
+if make_private(ORCA.data_dir, mode=PRIVATE_DIR_MODE):
+    print(f"orca-memory: made {ORCA.data_dir} private (mode 0700)", file=sys.stderr)
+private_dir(ORCA.db_path.parent)
 
 
 def _secret_key() -> str:
@@ -58,6 +63,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "orca_memory.middleware.Utf8PathMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

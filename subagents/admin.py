@@ -5,11 +5,13 @@ from django.urls import reverse
 from django.utils.http import urlencode
 from django.utils.text import Truncator
 
+from memory.admin import IdentifiersForm
 from subagents.models import SubagentMessage
 
 
 @admin.register(SubagentMessage)
 class SubagentMessageAdmin(admin.ModelAdmin):
+    form = IdentifiersForm
     list_display = [
         "id",
         "parent_msg_id",

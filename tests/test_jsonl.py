@@ -210,7 +210,7 @@ def test_export_then_import_into_an_empty_database_gives_the_same_rows(tmp_path)
         timestamp=when,
     )
     message_add(agent_id="a1", session_id="s1", role="assistant", content="noted", timestamp=when)
-    message_add(agent_id="a1", session_id="s:2", role="tool", content="result\nwith lines")
+    message_add(agent_id="a1", session_id="t:2", role="tool", content="result\nwith lines")
     message_add(agent_id="a2", session_id="s1", role="user", content="other agent")
     before = {a: rows(agent_id=a) for a in ("a1", "a2")}
     times = list(MainMessage.objects.order_by("id").values_list("timestamp", flat=True))
@@ -222,7 +222,11 @@ def test_export_then_import_into_an_empty_database_gives_the_same_rows(tmp_path)
 
     assert {a: rows(agent_id=a) for a in ("a1", "a2")} == before
     assert list(MainMessage.objects.order_by("id").values_list("timestamp", flat=True)) == times
-    assert sorted(p.name for p in (tmp_path / "out" / "a1").iterdir()) == ["s1.jsonl", "s:2.jsonl"]
+    # ":" is escaped in the file name (not portable); every line names its session.
+    assert sorted(p.name for p in (tmp_path / "out" / "a1").iterdir()) == [
+        "s1.jsonl",
+        "t%3A2.jsonl",
+    ]
 
 
 def test_the_backup_appends_every_stored_message_and_imports_back(

@@ -16,6 +16,7 @@ import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import tee
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -24,6 +25,7 @@ from django.db.backends.sqlite3._functions import register as register_django_fu
 from django.utils.dateparse import parse_date, parse_datetime, parse_time
 
 from orca_memory.db import functions
+from orca_memory.files import create_private_file, make_private
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +89,28 @@ def _log_once(support: VectorSupport) -> None:
     if support.reason and support.reason not in _logged_reasons:
         _logged_reasons.add(support.reason)
         logger.warning("Vector search is disabled: %s", support.reason)
+
+
+def private_database_file(database: Any) -> None:
+    """Create the database file 0600 before SQLite does, and tighten one created before.
+
+    SQLite would create it 0644 (minus the umask) and gives its -wal and -shm files the
+    database file's mode: created here first, all three are private whichever command
+    (migrate, the server, the worker, an import) opens the database first.
+    """
+    name = str(database)
+    if not isinstance(database, str | Path) or name in ("", ":memory:") or name.startswith("file:"):
+        return
+    path = Path(database)
+    try:
+        create_private_file(path, exclusive=True)
+    except FileExistsError:
+        pass
+    except OSError:
+        return  # a missing folder, a directory...: SQLite says why it cannot open it
+    for file in (path, path.with_name(f"{path.name}-wal"), path.with_name(f"{path.name}-shm")):
+        if file.is_file() and make_private(file):
+            logger.warning("Made %s private (mode 0600): other users could read it", file)
 
 
 if Driver is not sqlite3:
@@ -163,6 +187,7 @@ class DatabaseWrapper(sqlite_base.DatabaseWrapper):
 
     def get_new_connection(self, conn_params: dict[str, Any]) -> Any:
         # Django's body with our driver and connection class, then orca's additions.
+        private_database_file(conn_params["database"])
         conn = Driver.connect(**conn_params, factory=Connection)
         register_django_functions(conn)
         conn.execute("PRAGMA foreign_keys = ON")

@@ -9,15 +9,19 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
 from orca_memory.db.base import Driver
+from orca_memory.files import create_private_file, private_dir
 
 
 def backup_database(target: Path) -> str:
     """Copy the database with SQLite's online backup API; returns the copy's integrity check.
 
     The backup runs in one step, inside one read transaction, so writes going on meanwhile
-    are either wholly in the copy or wholly not.
+    are either wholly in the copy or wholly not. The copy is a new file, 0600 (in 0700
+    folders where they are created), like the database itself.
     """
     connection.ensure_connection()
+    private_dir(target.parent)
+    create_private_file(target, exclusive=True)
     copy = Driver.connect(str(target))
     try:
         connection.connection.backup(copy, pages=-1)
@@ -35,9 +39,12 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         target: Path = options["path"]
-        if target.exists():
-            raise CommandError(f"{target} exists; choose a new file (nothing is overwritten)")
-        result = backup_database(target)
+        try:
+            result = backup_database(target)  # creates the file exclusively: never overwrites
+        except FileExistsError as exc:
+            raise CommandError(
+                f"{target} exists; choose a new file (nothing is overwritten)"
+            ) from exc
         if result != "ok":
             raise CommandError(f"the copy at {target} failed its integrity check: {result}")
         self.stdout.write(f"Backed up to {target} ({target.stat().st_size:,} bytes); integrity ok.")

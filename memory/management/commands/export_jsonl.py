@@ -1,13 +1,14 @@
-"""`manage.py export_jsonl DIR`: every session as DIR/<agent>/<session>.jsonl."""
+"""`manage.py export_jsonl DIR`: every session as DIR/<agent>/<session>.jsonl (names encoded)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from memory.jsonl import export_sessions
+from memory.validation import InvalidInput, check_identifier
 
 
 class Command(BaseCommand):
@@ -19,6 +20,12 @@ class Command(BaseCommand):
         parser.add_argument("--session", help="only this session")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        for option, kind in (("agent", "agent_id"), ("session", "session_id")):
+            if options[option] is not None:
+                try:
+                    check_identifier(kind, options[option])
+                except InvalidInput as exc:
+                    raise CommandError(str(exc)) from exc
         files = export_sessions(
             options["dir"], agent_id=options["agent"], session_id=options["session"]
         )

@@ -34,8 +34,11 @@ class Command(BaseCommand):
             raise CommandError(f"not found: {', '.join(missing)}")
         files = list(jsonl_files(options["paths"]))
         reports = []
+        known: set[str] = set()  # fingerprints imported in this run, across its files
         for path in tqdm(files, unit="file", disable=len(files) < 5, file=self.stderr._out):
-            reports.append(import_file(path, agent_id=agent, dry_run=options["dry_run"]))
+            reports.append(
+                import_file(path, agent_id=agent, dry_run=options["dry_run"], known=known)
+            )
         self._summary(reports, dry_run=options["dry_run"])
 
     def _summary(self, reports: list[FileReport], *, dry_run: bool) -> None:
@@ -45,10 +48,18 @@ class Command(BaseCommand):
                 f"{report.path}: {verb} {report.imported}, skipped {report.skipped} "
                 f"(already imported), errors {len(report.errors)}"
             )
+            if report.failure:
+                self.stdout.write(f"  {report.path}: {report.failure}")
             for number, reason in report.errors:
                 self.stdout.write(f"  {report.path}:{number}: {reason}")
         failed = sum(len(r.errors) for r in reports)
+        failed_files = sum(1 for r in reports if r.failure)
         total = sum(r.imported for r in reports)
-        self.stdout.write(f"{len(reports)} file(s): {verb} {total}, {failed} line(s) failed.")
-        if failed:
-            raise CommandError(f"{failed} line(s) could not be imported (listed above)")
+        self.stdout.write(
+            f"{len(reports)} file(s): {verb} {total}, {failed} line(s) failed"
+            + (f", {failed_files} file(s) failed." if failed_files else ".")
+        )
+        if failed or failed_files:
+            raise CommandError(
+                f"{failed} line(s) and {failed_files} file(s) could not be imported (listed above)"
+            )
