@@ -3,8 +3,9 @@
 The store: 100,000 messages (50 sessions of 2,000), 10 summaries per session and 10,000
 long-term memories, all embedded, shared by 10 agents (sessions and memories dealt out in
 turn), then by one. Each run asks for the context of one session with a new query, so the
-recall layer searches the agent's messages by text and by vector. The query's embedding is excluded, as a remote call would be: the
-benchmark's embedder returns random unit vectors at no cost.
+recall layer searches the agent's messages by text and by vector. The query's embedding is
+excluded, as a remote call would be: the benchmark's embedder returns random unit vectors at
+no cost.
 """
 
 from __future__ import annotations
