@@ -158,11 +158,20 @@ def sessions(request: HttpRequest) -> HttpResponse:
 
 
 def _run_of(message: MainMessage) -> dict[str, Any] | None:
-    """The sub-agent run whose result this message is, if it is one (see subagents.runs)."""
+    """The sub-agent run whose result this message is, if it is one (see subagents.runs).
+
+    Stored metadata may be odd (rows from before the API refused client-set run metadata,
+    imports): a run without a parent id and a name shows as a plain tool message.
+    """
     if message.role != Role.TOOL or not isinstance(message.metadata, dict):
         return None
     run = message.metadata.get("subagent")
-    return run if isinstance(run, dict) and isinstance(run.get("parent_msg_id"), int) else None
+    if not isinstance(run, dict):
+        return None
+    parent, name = run.get("parent_msg_id"), run.get("agent_name")
+    if type(parent) is not int or parent < 1 or not isinstance(name, str):
+        return None  # the run's link needs both
+    return run
 
 
 class ContextForm(forms.Form):
