@@ -13,7 +13,13 @@ from django.utils.text import Truncator
 
 from memory import index, tasks
 from memory.auth import api_key_create, api_key_revoke
-from memory.memories import memory_create, memory_delete, memory_expire, memory_update
+from memory.memories import (
+    memory_create,
+    memory_delete,
+    memory_expire,
+    memory_unarchive,
+    memory_update,
+)
 from memory.models import (
     ApiKey,
     ConsolidationRun,
@@ -246,7 +252,7 @@ class LongTermMemoryAdmin(admin.ModelAdmin):
         "updated_at",
         "archived_at",
     ]
-    actions = ["expire", "restore", reembed]
+    actions = ["expire", "restore", "unarchive", reembed]
 
     @admin.display(description="content")
     def short_content(self, obj: LongTermMemory) -> str:
@@ -297,6 +303,15 @@ class LongTermMemoryAdmin(admin.ModelAdmin):
         for memory in expired:
             memory_update(memory, actor=_actor(request), expires_at=None)
         self.message_user(request, f"Restored {len(expired)} memory(ies).")
+
+    @admin.action(description="Bring the selected archived memories back into retrieval")
+    def unarchive(self, request: HttpRequest, queryset: QuerySet[LongTermMemory]) -> None:
+        archived = queryset.filter(archived_at__isnull=False)
+        for memory in archived:
+            memory_unarchive(memory, actor=_actor(request))
+        self.message_user(
+            request, f"Brought back {len(archived)} memory(ies); each waits for a new vector."
+        )
 
 
 @admin.register(LongTermMemoryHistory)

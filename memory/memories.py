@@ -16,7 +16,7 @@ from django.utils import timezone
 from memory import index, tasks
 from memory.models import LongTermMemory, LongTermMemoryHistory, MemoryAction, MemoryType
 from memory.validation import InvalidInput, check_content, check_identifier
-from memory.vectors import delete_with_vectors
+from memory.vectors import delete_with_vectors, drop_vectors
 
 # A text query ranks at most this many matches; enough for a person paging through results.
 MAX_QUERY_MATCHES = 1000
@@ -122,6 +122,41 @@ def memory_delete(memory: LongTermMemory, *, actor: str) -> None:
     with transaction.atomic():
         _history(memory, MemoryAction.DELETE, actor, old_content=memory.content)
         delete_with_vectors(LongTermMemory.objects.filter(pk=memory.pk))
+
+
+def memory_archive(
+    memory: LongTermMemory, *, actor: str, now: datetime, changes: dict[str, Any] | None = None
+) -> LongTermMemory:
+    """Take the memory out of retrieval, kept and visible to curators.
+
+    Its vector goes too: a KNN's k places belong to active memories, and archives only grow.
+    """
+    with transaction.atomic():
+        memory.archived_at = now
+        memory.save(update_fields=["archived_at"])
+        drop_vectors(LongTermMemory.objects.filter(pk=memory.pk))
+        memory.has_embedding = False
+        _history(
+            memory,
+            MemoryAction.ARCHIVE,
+            actor,
+            changes={"archived_at": now.isoformat(), **(changes or {})},
+        )
+    return memory
+
+
+def memory_unarchive(memory: LongTermMemory, *, actor: str) -> LongTermMemory:
+    """Bring an archived memory back into retrieval; it waits for a new vector."""
+    if memory.archived_at is None:
+        return memory
+    with transaction.atomic():
+        memory.archived_at = None
+        memory.has_embedding = False
+        memory.updated_at = timezone.now()
+        memory.save(update_fields=["archived_at", "has_embedding", "updated_at"])
+        _history(memory, MemoryAction.UPDATE, actor, changes={"archived_at": None})
+        transaction.on_commit(tasks.schedule_embedding, robust=True)
+    return memory
 
 
 def memories_of(

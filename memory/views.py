@@ -23,7 +23,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from memory.context import Context, context_build
 from memory.health import Health, service_health
-from memory.memories import memory_delete, memory_expire, memory_update
+from memory.memories import memory_delete, memory_expire, memory_unarchive, memory_update
 from memory.messages import session_messages
 from memory.models import (
     LongTermMemory,
@@ -376,6 +376,14 @@ def memory_expire_view(request: HttpRequest, memory_id: int) -> HttpResponse:
 def memory_restore(request: HttpRequest, memory_id: int) -> HttpResponse:
     memory = get_object_or_404(LongTermMemory, pk=memory_id)
     return _memory_changed(request, memory_update(memory, actor=_actor(request), expires_at=None))
+
+
+@login_required
+@require_POST
+def memory_unarchive_view(request: HttpRequest, memory_id: int) -> HttpResponse:
+    """Bring an archived memory back into retrieval (it gets a new vector)."""
+    memory = get_object_or_404(LongTermMemory, pk=memory_id)
+    return _memory_changed(request, memory_unarchive(memory, actor=_actor(request)))
 
 
 @login_required
