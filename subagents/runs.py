@@ -47,14 +47,21 @@ def _check_open(parent: MainMessage, agent_name: str) -> None:
         raise Conflict(f"the run of {agent_name!r} for message {parent.pk} is already finished")
 
 
-def subagent_record(
-    *, parent: MainMessage, agent_name: str, role: str, content: str
-) -> SubagentMessage:
-    """Record one complete reply of a sub-agent (never streamed tokens)."""
+def subagent_check(*, parent: MainMessage, agent_name: str, role: str, content: str) -> None:
+    """What subagent_record checks before it writes; raises InvalidInput, or Conflict when
+    the run is finished. Apart so that a form (the admin's) can show the errors."""
     check_identifier("agent_name", agent_name)
     check_content("content", content)
     if role not in SubagentRole.values:
         raise InvalidInput(f"role must be one of {', '.join(SubagentRole.values)}")
+    _check_open(parent, agent_name)
+
+
+def subagent_record(
+    *, parent: MainMessage, agent_name: str, role: str, content: str
+) -> SubagentMessage:
+    """Record one complete reply of a sub-agent (never streamed tokens)."""
+    subagent_check(parent=parent, agent_name=agent_name, role=role, content=content)
     with transaction.atomic():
         _check_open(parent, agent_name)
         return SubagentMessage.objects.create(
