@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 
 from memory.models import MainMessage
-from memory.views import render_page
+from memory.views import VIEW_SESSIONS, needs, render_page
 from subagents.models import SubagentMessage
 from subagents.runs import run_metadata, run_results, subagent_transcript
 
@@ -56,6 +56,7 @@ def runs_of(parent: MainMessage, agent_name: str | None = None) -> list[Run]:
 
 
 @login_required
+@needs((*VIEW_SESSIONS, "subagents.view_subagentmessage"))
 def subagent_run(request: HttpRequest, parent_id: int) -> HttpResponse:
     """Every run for one main message (`?agent=` narrows to one); htmx gets the transcript."""
     parent = get_object_or_404(MainMessage, pk=parent_id)
