@@ -380,6 +380,7 @@ def evaluate_context(
         report.queries += 1
         if progress:
             progress(1)
+    return report
 
 
 @dataclass
