@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django import forms
@@ -13,7 +14,14 @@ from django.utils.text import Truncator
 
 from memory import index, tasks
 from memory.auth import api_key_create, api_key_revoke
-from memory.memories import memory_create, memory_delete, memory_expire, memory_update
+from memory.memories import (
+    memory_create,
+    memory_delete,
+    memory_expire,
+    memory_unarchive,
+    memory_update,
+)
+from memory.messages import RUN_METADATA_KEY, message_add, message_check
 from memory.models import (
     ApiKey,
     ConsolidationRun,
@@ -107,8 +115,55 @@ class WithVectorsAdmin(admin.ModelAdmin):
         delete_with_vectors(queryset)
 
 
+def _add_invalid_input(form: forms.BaseForm, exc: InvalidInput) -> None:
+    """Show a domain check's message beside the field it names ("session_id must..."), or
+    above the form when that field is not in it."""
+    named = re.split(r"[\s.]", str(exc), maxsplit=1)[0]
+    form.add_error(named if named in form.fields else None, str(exc))
+
+
+_NO_RUN = object()
+
+
+def _run_in(metadata: Any) -> Any:
+    return metadata.get(RUN_METADATA_KEY, _NO_RUN) if isinstance(metadata, dict) else _NO_RUN
+
+
+# What a person writes of a message; the rest (token count, vector state, time) is derived.
+MESSAGE_FIELDS = ("agent_id", "session_id", "role", "content", "msg_type", "metadata")
+
+
+class MainMessageForm(forms.ModelForm):
+    """A message added here goes through message_add (its checks, token count, embedding,
+    turn summary); an edit passes the same checks on what can change."""
+
+    class Meta:
+        model = MainMessage
+        fields = MESSAGE_FIELDS
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if self.errors:
+            return data
+        stored = self.instance  # on a change, who said it where is read-only: the stored row's
+        adding = stored.pk is None
+        values = {name: data.get(name, getattr(stored, name)) for name in MESSAGE_FIELDS}
+        try:
+            if not adding and _run_in(values["metadata"]) != _run_in(stored.metadata):
+                raise InvalidInput(
+                    f"metadata.{RUN_METADATA_KEY} is the service's record of a sub-agent run: "
+                    "it cannot be added, changed or removed"
+                )
+            # A stored run's record may stay as it is (checked just above).
+            message_check(**values, run_allowed=not adding)
+        except InvalidInput as exc:
+            _add_invalid_input(self, exc)
+        return data
+
+
 @admin.register(MainMessage)
 class MainMessageAdmin(WithVectorsAdmin):
+    form = MainMessageForm
     list_display = [
         "id",
         "agent_id",
@@ -135,8 +190,9 @@ class MainMessageAdmin(WithVectorsAdmin):
 
     def save_model(self, request: HttpRequest, obj: MainMessage, form: Any, change: bool) -> None:
         if not change:
-            obj.token_count = estimate_tokens(obj.content)
-            super().save_model(request, obj, form, change)
+            added = message_add(**{name: form.cleaned_data[name] for name in MESSAGE_FIELDS})
+            obj.pk, obj.token_count, obj.timestamp = added.pk, added.token_count, added.timestamp
+            obj._state.adding = False
             return
         # Derived data follow an edit: the token count follows the text; the vector follows
         # the text, the speaker (metadata) and msg_type (a filter stored with it); the lexical
@@ -162,8 +218,41 @@ class MainMessageAdmin(WithVectorsAdmin):
         self.delete_queryset(request, MainMessage.objects.filter(pk=obj.pk))
 
 
+class CheckedForm(forms.ModelForm):
+    """Runs the service's checks (memory.validation) on the named fields."""
+
+    def _checked(self, check: Any, name: str) -> Any:
+        value = self.cleaned_data[name]
+        try:
+            return check(name, value) if value else value
+        except InvalidInput as exc:
+            raise forms.ValidationError(str(exc)) from exc
+
+    def clean_agent_id(self) -> str:
+        return self._checked(check_identifier, "agent_id")
+
+    def clean_content(self) -> str:
+        return self._checked(check_content, "content")
+
+    def clean_confidence(self) -> float:
+        confidence = self.cleaned_data["confidence"]
+        if confidence is not None and not 0 <= confidence <= 1:
+            raise forms.ValidationError("confidence must be between 0 and 1")
+        return confidence
+
+
+class ShortTermMemoryForm(CheckedForm):
+    class Meta:
+        model = ShortTermMemory
+        fields = ["agent_id", "session_id", "content", "source_count", "confidence"]
+
+    def clean_session_id(self) -> str:
+        return self._checked(check_identifier, "session_id")
+
+
 @admin.register(ShortTermMemory)
 class ShortTermMemoryAdmin(WithVectorsAdmin):
+    form = ShortTermMemoryForm
     list_display = ["id", "agent_id", "session_id", "content", "confidence", "updated_at"]
     list_filter = ["agent_id", "has_embedding"]
     search_fields = ["session_id", "content"]
@@ -177,6 +266,7 @@ class ShortTermMemoryAdmin(WithVectorsAdmin):
             _save_edit(obj, set(form.changed_data), embedded={"content"})
         else:
             super().save_model(request, obj, form, change)
+            transaction.on_commit(tasks.schedule_embedding, robust=True)
 
 
 class ExpiryFilter(admin.SimpleListFilter):
@@ -197,7 +287,7 @@ class ExpiryFilter(admin.SimpleListFilter):
         return queryset
 
 
-class LongTermMemoryForm(forms.ModelForm):
+class LongTermMemoryForm(CheckedForm):
     class Meta:
         model = LongTermMemory
         fields = [
@@ -209,27 +299,8 @@ class LongTermMemoryForm(forms.ModelForm):
             "source_session",
         ]
 
-    def _checked(self, check: Any, name: str) -> Any:
-        value = self.cleaned_data[name]
-        try:
-            return check(name, value) if value else value
-        except InvalidInput as exc:
-            raise forms.ValidationError(str(exc)) from exc
-
-    def clean_agent_id(self) -> str:
-        return self._checked(check_identifier, "agent_id")
-
-    def clean_content(self) -> str:
-        return self._checked(check_content, "content")
-
     def clean_source_session(self) -> str | None:
         return self._checked(check_identifier, "source_session") or None
-
-    def clean_confidence(self) -> float:
-        confidence = self.cleaned_data["confidence"]
-        if not 0 <= confidence <= 1:
-            raise forms.ValidationError("confidence must be between 0 and 1")
-        return confidence
 
 
 @admin.register(LongTermMemory)
@@ -270,7 +341,7 @@ class LongTermMemoryAdmin(admin.ModelAdmin):
         "updated_at",
         "archived_at",
     ]
-    actions = ["expire", "restore", reembed]
+    actions = ["expire", "restore", "unarchive", reembed]
 
     @admin.display(description="content")
     def short_content(self, obj: LongTermMemory) -> str:
@@ -321,6 +392,15 @@ class LongTermMemoryAdmin(admin.ModelAdmin):
         for memory in expired:
             memory_update(memory, actor=_actor(request), expires_at=None)
         self.message_user(request, f"Restored {len(expired)} memory(ies).")
+
+    @admin.action(description="Bring the selected archived memories back into retrieval")
+    def unarchive(self, request: HttpRequest, queryset: QuerySet[LongTermMemory]) -> None:
+        archived = queryset.filter(archived_at__isnull=False)
+        for memory in archived:
+            memory_unarchive(memory, actor=_actor(request))
+        self.message_user(
+            request, f"Brought back {len(archived)} memory(ies); each waits for a new vector."
+        )
 
 
 @admin.register(LongTermMemoryHistory)

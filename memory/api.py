@@ -418,6 +418,7 @@ def end_session(request: HttpRequest, session_id: str) -> Status[dict[str, Any]]
 
 
 @router.get("/sessions/{session_id}/summaries", response=list[SummaryOut], tags=["memories"])
+@paginate
 def list_summaries(request: HttpRequest, session_id: str) -> Any:
     """The session's short-term summaries, newest first."""
     _session_or_404(request.auth, session_id)
@@ -485,6 +486,7 @@ def patch_memory(request: HttpRequest, memory_id: int, payload: MemoryPatch) -> 
 
 
 @router.get("/memories/{int:memory_id}/history", response=list[MemoryHistoryOut], tags=["memories"])
+@paginate
 def memory_history(request: HttpRequest, memory_id: int) -> Any:
     """Every change of the memory, newest first: who, what, when, the text before and after."""
     memory = _memory_or_404(request, memory_id)

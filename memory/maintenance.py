@@ -35,7 +35,6 @@ from memory.models import (
     WAITING,
     ConsolidationRun,
     LongTermMemory,
-    LongTermMemoryHistory,
     MainMessage,
     MemoryAction,
     MemoryType,
@@ -44,7 +43,7 @@ from memory.models import (
     ShortTermMemory,
 )
 from memory.text import text_similarity
-from memory.vectors import delete_with_vectors
+from memory.vectors import delete_with_vectors, drop_vectors
 
 logger = logging.getLogger(__name__)
 
@@ -524,8 +523,17 @@ def consolidate_session(
 
 
 def cleanup(agent_id: str, *, cap: int | None = None) -> int:
-    """Archive the least used, least confident memories beyond the cap; returns how many."""
+    """Archive the least used, least confident memories beyond the cap; returns how many.
+
+    Archiving drops their vectors (memories.memory_archive). Memories archived before it did
+    lose theirs here too.
+    """
     cap = settings.ORCA.long_term_cap if cap is None else cap
+    archived_with_vectors = LongTermMemory.objects.filter(
+        agent_id=agent_id, archived_at__isnull=False, has_embedding=True
+    )
+    if archived_with_vectors.exists():
+        drop_vectors(archived_with_vectors)
     active = LongTermMemory.objects.filter(agent_id=agent_id).active()
     excess = active.count() - cap
     if excess <= 0:
@@ -534,14 +542,5 @@ def cleanup(agent_id: str, *, cap: int | None = None) -> int:
     victims = list(active.order_by("access_count", "confidence", "created_at", "id")[:excess])
     with transaction.atomic():
         for memory in victims:
-            memory.archived_at = now
-            memory.save(update_fields=["archived_at"])
-            LongTermMemoryHistory.objects.create(
-                memory_id=memory.pk,
-                agent_id=agent_id,
-                action=MemoryAction.ARCHIVE,
-                actor="cleanup",
-                new_content=memory.content,
-                changes={"archived_at": now.isoformat(), "cap": cap},
-            )
+            memories.memory_archive(memory, actor="cleanup", now=now, changes={"cap": cap})
     return len(victims)

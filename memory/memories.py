@@ -6,20 +6,19 @@ after, so nothing a curator or a consolidation does is lost from view.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, overload
 
 from django.db import transaction
-from django.db.models import Case, Q, QuerySet, When
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from memory import index, tasks
 from memory.models import LongTermMemory, LongTermMemoryHistory, MemoryAction, MemoryType
 from memory.validation import InvalidInput, check_content, check_identifier
-from memory.vectors import delete_with_vectors
+from memory.vectors import delete_with_vectors, drop_vectors
 
-# A text query ranks at most this many matches; enough for a person paging through results.
-MAX_QUERY_MATCHES = 1000
 EDITABLE_FIELDS = frozenset(
     {"content", "memory_type", "confidence", "expires_at", "source_session"}
 )
@@ -146,6 +145,65 @@ def memory_delete(memory: LongTermMemory, *, actor: str) -> None:
         delete_with_vectors(LongTermMemory.objects.filter(pk=memory.pk))
 
 
+def memory_archive(
+    memory: LongTermMemory, *, actor: str, now: datetime, changes: dict[str, Any] | None = None
+) -> LongTermMemory:
+    """Take the memory out of retrieval, kept and visible to curators.
+
+    Its vector goes too: a KNN's k places belong to active memories, and archives only grow.
+    """
+    with transaction.atomic():
+        memory.archived_at = now
+        memory.save(update_fields=["archived_at"])
+        drop_vectors(LongTermMemory.objects.filter(pk=memory.pk))
+        memory.has_embedding = False
+        _history(
+            memory,
+            MemoryAction.ARCHIVE,
+            actor,
+            changes={"archived_at": now.isoformat(), **(changes or {})},
+        )
+    return memory
+
+
+def memory_unarchive(memory: LongTermMemory, *, actor: str) -> LongTermMemory:
+    """Bring an archived memory back into retrieval; it waits for a new vector."""
+    if memory.archived_at is None:
+        return memory
+    with transaction.atomic():
+        memory.archived_at = None
+        memory.has_embedding = False
+        memory.updated_at = timezone.now()
+        memory.save(update_fields=["archived_at", "has_embedding", "updated_at"])
+        _history(memory, MemoryAction.UPDATE, actor, changes={"archived_at": None})
+        transaction.on_commit(tasks.schedule_embedding, robust=True)
+    return memory
+
+
+class RankedMemories(Sequence[LongTermMemory]):
+    """Memories in the order of a text search: its length is the true number of matches,
+    and a slice loads only its own rows (a page)."""
+
+    def __init__(self, ids: list[int]) -> None:
+        self.ids = ids
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @overload
+    def __getitem__(self, key: int) -> LongTermMemory: ...
+
+    @overload
+    def __getitem__(self, key: slice) -> list[LongTermMemory]: ...
+
+    def __getitem__(self, key: int | slice) -> LongTermMemory | list[LongTermMemory]:
+        if isinstance(key, int):
+            return LongTermMemory.objects.get(pk=self.ids[key])
+        ids = self.ids[key]
+        rows = LongTermMemory.objects.in_bulk(ids)
+        return [rows[pk] for pk in ids if pk in rows]
+
+
 def memories_of(
     agent_id: str,
     *,
@@ -153,8 +211,12 @@ def memories_of(
     query: str | None = None,
     include_expired: bool = False,
     now: datetime | None = None,
-) -> QuerySet[LongTermMemory]:
-    """The agent's active memories: best text match first with a query, else newest first."""
+) -> QuerySet[LongTermMemory] | RankedMemories:
+    """The agent's active memories: best text match first with a query, else newest first.
+
+    With a query every match is ranked (an agent holds at most `long_term_cap` active
+    memories), so the count a page reports is the number of matches, not a cap.
+    """
     memories = LongTermMemory.objects.filter(agent_id=agent_id).active()
     if memory_type is not None:
         memories = memories.filter(memory_type=memory_type)
@@ -163,8 +225,8 @@ def memories_of(
         memories = memories.filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
     if not query:
         return memories.order_by("-created_at", "-id")
-    hits = index.lexical_search(
-        index.MEMORY_TEXT, agent_id=agent_id, query=query, k=MAX_QUERY_MATCHES
-    )
-    rank = Case(*(When(pk=hit.id, then=position) for position, hit in enumerate(hits)))
-    return memories.filter(pk__in=[hit.id for hit in hits]).order_by(rank, "-id")
+    # Every memory of the agent has one FTS row, archived ones included.
+    indexed = LongTermMemory.objects.filter(agent_id=agent_id).count()
+    hits = index.lexical_search(index.MEMORY_TEXT, agent_id=agent_id, query=query, k=indexed)
+    selected = set(memories.values_list("pk", flat=True))
+    return RankedMemories([hit.id for hit in hits if hit.id in selected])

@@ -20,6 +20,42 @@ from memory.tokens import estimate_tokens
 from memory.validation import InvalidInput, check_content, check_identifier, check_metadata
 from memory.vectors import delete_with_vectors
 
+# The key of `metadata` that marks a sub-agent run's result (subagents.runs). Only the service
+# sets it: a client that could would forge a finished run, and block the real one (409).
+RUN_METADATA_KEY = "subagent"
+
+
+def message_check(
+    *,
+    agent_id: str,
+    session_id: str,
+    role: str,
+    content: str,
+    msg_type: str,
+    metadata: Any,
+    run_allowed: bool = False,
+) -> None:
+    """What message_add checks before it writes anything; raises InvalidInput.
+
+    Apart so that a form (the admin's) can show the errors beside its fields. `run_allowed`:
+    `metadata.subagent` may be there (an import, or an edit keeping the stored record).
+    """
+    check_identifier("agent_id", agent_id)
+    check_identifier("session_id", session_id)
+    check_content("content", content)
+    if role not in Role.values:
+        raise InvalidInput(f"role must be one of {', '.join(Role.values)}")
+    if msg_type not in MessageType.values:
+        raise InvalidInput(f"msg_type must be one of {', '.join(MessageType.values)}")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise InvalidInput("metadata must be a JSON object")
+    check_metadata(metadata)
+    if metadata and RUN_METADATA_KEY in metadata and not run_allowed:
+        raise InvalidInput(
+            f"metadata.{RUN_METADATA_KEY} is reserved: the service sets it when a sub-agent "
+            "run finishes (POST /messages/{id}/subagent/result)"
+        )
+
 
 def message_add(
     *,
@@ -32,23 +68,27 @@ def message_add(
     timestamp: datetime | None = None,
     import_fingerprint: str | None = None,
     summarize: bool = True,
+    subagent_run: dict[str, Any] | None = None,
 ) -> MainMessage:
     """Store one message with its token count; it waits for its embedding (has_embedding).
 
     `timestamp`, `import_fingerprint` and `summarize=False` are for messages recorded
     earlier (migrate_jsonl): an import is embedded, but its past turns are not summarized.
+    `subagent_run` is for subagents.runs alone: it becomes `metadata.subagent`, which callers
+    may not set themselves, except imports (files this service exported or backed up, which
+    an operator brings back, keep their run links).
     """
-    # The agent too: a key created before the identifier rules could name one they refuse.
-    check_identifier("agent_id", agent_id)
-    check_identifier("session_id", session_id)
-    check_content("content", content)
-    if role not in Role.values:
-        raise InvalidInput(f"role must be one of {', '.join(Role.values)}")
-    if msg_type not in MessageType.values:
-        raise InvalidInput(f"msg_type must be one of {', '.join(MessageType.values)}")
-    if metadata is not None and not isinstance(metadata, dict):
-        raise InvalidInput("metadata must be a JSON object")
-    check_metadata(metadata)
+    message_check(
+        agent_id=agent_id,
+        session_id=session_id,
+        role=role,
+        content=content,
+        msg_type=msg_type,
+        metadata=metadata,
+        run_allowed=import_fingerprint is not None,
+    )
+    if subagent_run is not None:
+        metadata = {**(metadata or {}), RUN_METADATA_KEY: subagent_run}
     if settings.ORCA.jsonl_backup and import_fingerprint is None:
         timestamp = timestamp or timezone.now()
         import_fingerprint = jsonl.backup_fingerprint(

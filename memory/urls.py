@@ -22,5 +22,8 @@ urlpatterns = [
     path("memories/<int:memory_id>/edit/", views.memory_edit, name="memory_edit"),
     path("memories/<int:memory_id>/expire/", views.memory_expire_view, name="memory_expire"),
     path("memories/<int:memory_id>/restore/", views.memory_restore, name="memory_restore"),
+    path(
+        "memories/<int:memory_id>/unarchive/", views.memory_unarchive_view, name="memory_unarchive"
+    ),
     path("memories/<int:memory_id>/delete/", views.memory_delete_view, name="memory_delete"),
 ]

@@ -185,7 +185,8 @@ SOURCES = (
     Source(
         LongTermMemory,
         index.MEMORY_VECTORS,
-        lambda: LongTermMemory.objects.filter(has_embedding=False),
+        # Archived memories are out of retrieval: they have no vector (see memory.memories).
+        lambda: LongTermMemory.objects.active().filter(has_embedding=False),
         lambda m: m.content[:MAX_EMBED_CHARS],
         lambda m: {"memory_type": m.memory_type},
     ),
@@ -204,6 +205,18 @@ def delete_with_vectors(rows: QuerySet[Any]) -> int:
     return len(ids)
 
 
+def drop_vectors(rows: QuerySet[Any]) -> int:
+    """Remove the vectors of rows that stay (archived memories): the rows no longer wait for
+    one (`has_embedding` false, and the source's `pending` leaves them out)."""
+    (source,) = [source for source in SOURCES if source.model is rows.model]
+    with transaction.atomic():
+        ids = list(rows.values_list("pk", flat=True))
+        if index.vector_status().enabled:
+            index.vector_delete(source.table, ids)
+        source.model.objects.filter(pk__in=ids).update(has_embedding=False)
+    return len(ids)
+
+
 def pending_count() -> int:
     """Rows of every source still waiting for their vector."""
     return sum(source.pending().count() for source in SOURCES)
@@ -211,14 +224,13 @@ def pending_count() -> int:
 
 def _write(source: Source, batch: list[Any], vectors: list[list[float]]) -> int:
     with transaction.atomic():
+        # Still pending: not embedded by another run meanwhile, nor archived.
         open_ids = set(
-            source.model.objects.filter(
-                pk__in=[row.pk for row in batch], has_embedding=False
-            ).values_list("pk", flat=True)
+            source.pending().filter(pk__in=[row.pk for row in batch]).values_list("pk", flat=True)
         )
         for row, vector in zip(batch, vectors, strict=True):
             if row.pk not in open_ids:
-                continue  # another run embedded it meanwhile
+                continue  # another run embedded it, or it was archived, meanwhile
             index.vector_put(
                 source.table,
                 row_id=row.pk,

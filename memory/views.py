@@ -6,13 +6,14 @@ One view per page. An htmx request gets only the part of the page it swaps (a Dj
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from django import forms
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
+from django.contrib.auth.decorators import login_required, permission_required
 from django.core.paginator import Page, Paginator
 from django.db.models import Count, Max, Min, Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
@@ -23,7 +24,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from memory.context import Context, context_build
 from memory.health import Health, service_health
-from memory.memories import memory_delete, memory_expire, memory_update
+from memory.memories import memory_delete, memory_expire, memory_unarchive, memory_update
 from memory.messages import session_messages
 from memory.models import (
     LongTermMemory,
@@ -34,6 +35,16 @@ from memory.models import (
     ShortTermMemory,
 )
 from memory.validation import InvalidInput
+
+# The Django model permissions each page needs (the admin checks the same ones). A signed-in
+# user without them gets 403; the migration 0008 makes the groups "orca viewers" (every view_*
+# permission here) and "orca curators" (those plus change and delete of long-term memories).
+VIEW_SESSIONS = ("memory.view_mainmessage", "memory.view_shorttermmemory")
+VIEW_MEMORIES = ("memory.view_longtermmemory",)
+VIEW_HISTORY = (*VIEW_MEMORIES, "memory.view_longtermmemoryhistory")
+PREVIEW_CONTEXT = (*VIEW_SESSIONS, *VIEW_MEMORIES)  # the preview shows memories too
+CHANGE_MEMORIES = (*VIEW_MEMORIES, "memory.change_longtermmemory")
+DELETE_MEMORIES = (*VIEW_MEMORIES, "memory.delete_longtermmemory")
 
 SESSIONS_PER_PAGE = 25
 MESSAGES_PER_PAGE = 100
@@ -60,6 +71,12 @@ def render_page(
     # The same URL answers two bodies: caches must key on the header that chooses.
     patch_vary_headers(response, ["HX-Request"])
     return response
+
+
+def needs(permissions: tuple[str, ...]) -> Callable[..., Any]:
+    """403 for a signed-in user without every one of `permissions`; under @login_required,
+    which sends anonymous visitors to sign in first."""
+    return permission_required(permissions, raise_exception=True)
 
 
 def _actor(request: HttpRequest) -> str:
@@ -122,6 +139,7 @@ def health_notes(health: Health) -> list[str]:
 
 
 @login_required
+@needs(VIEW_SESSIONS)
 def dashboard(request: HttpRequest) -> HttpResponse:
     health = service_health()
     by_type = dict(
@@ -145,6 +163,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@needs(VIEW_SESSIONS)
 def sessions(request: HttpRequest) -> HttpResponse:
     agent_id = request.GET.get("agent", "")
     query = request.GET.get("q", "").strip()
@@ -158,11 +177,20 @@ def sessions(request: HttpRequest) -> HttpResponse:
 
 
 def _run_of(message: MainMessage) -> dict[str, Any] | None:
-    """The sub-agent run whose result this message is, if it is one (see subagents.runs)."""
+    """The sub-agent run whose result this message is, if it is one (see subagents.runs).
+
+    Stored metadata may be odd (rows from before the API refused client-set run metadata,
+    imports): a run without a parent id and a name shows as a plain tool message.
+    """
     if message.role != Role.TOOL or not isinstance(message.metadata, dict):
         return None
     run = message.metadata.get("subagent")
-    return run if isinstance(run, dict) and isinstance(run.get("parent_msg_id"), int) else None
+    if not isinstance(run, dict):
+        return None
+    parent, name = run.get("parent_msg_id"), run.get("agent_name")
+    if type(parent) is not int or parent < 1 or not isinstance(name, str):
+        return None  # the run's link needs both
+    return run
 
 
 class ContextForm(forms.Form):
@@ -210,6 +238,7 @@ def _session_context(
 
 
 @login_required
+@needs(VIEW_SESSIONS)
 def session(request: HttpRequest, agent_id: str, session_id: str) -> HttpResponse:
     form = ContextForm(initial={"model_window": settings.ORCA.model_window})
     context = _session_context(request, agent_id, session_id, form)
@@ -217,6 +246,7 @@ def session(request: HttpRequest, agent_id: str, session_id: str) -> HttpRespons
 
 
 @login_required
+@needs(PREVIEW_CONTEXT)
 @require_POST
 def context_preview(request: HttpRequest, agent_id: str, session_id: str) -> HttpResponse:
     """What context_build would send now (it also counts an access of each memory returned)."""
@@ -274,6 +304,7 @@ class MemoryFilterForm(forms.Form):
 
 
 @login_required
+@needs(VIEW_MEMORIES)
 def memories(request: HttpRequest) -> HttpResponse:
     form = MemoryFilterForm(request.GET, agents=_agents(LongTermMemory))
     context = {
@@ -285,19 +316,23 @@ def memories(request: HttpRequest) -> HttpResponse:
 
 def _memory_page(request: HttpRequest, memory_id: int, *, partial: str) -> HttpResponse:
     memory = get_object_or_404(LongTermMemory, pk=memory_id)
-    history = LongTermMemoryHistory.objects.filter(memory_id=memory.pk).order_by("-at", "-id")
+    history = None
+    if request.user.has_perms(VIEW_HISTORY):
+        history = LongTermMemoryHistory.objects.filter(memory_id=memory.pk).order_by("-at", "-id")
     # On its own page the history sits under the card, which then needs no history toggle.
     context = {"memory": memory, "history": history, "on_page": not request.htmx}
     return render_page(request, "memory/memory.html", context, partial=partial)
 
 
 @login_required
+@needs(VIEW_MEMORIES)
 def memory(request: HttpRequest, memory_id: int) -> HttpResponse:
     """One memory and its history; htmx gets its card back (cancelling an edit)."""
     return _memory_page(request, memory_id, partial="card")
 
 
 @login_required
+@needs(VIEW_HISTORY)
 def memory_history(request: HttpRequest, memory_id: int) -> HttpResponse:
     """The same page; htmx gets the history alone, to unfold it in the list."""
     return _memory_page(request, memory_id, partial="history")
@@ -336,6 +371,7 @@ def _memory_changed(request: HttpRequest, memory: LongTermMemory) -> HttpRespons
 
 
 @login_required
+@needs(CHANGE_MEMORIES)
 @require_http_methods(["GET", "POST"])
 def memory_edit(request: HttpRequest, memory_id: int) -> HttpResponse:
     memory = get_object_or_404(LongTermMemory, pk=memory_id)
@@ -356,6 +392,7 @@ def memory_edit(request: HttpRequest, memory_id: int) -> HttpResponse:
 
 
 @login_required
+@needs(CHANGE_MEMORIES)
 @require_POST
 def memory_expire_view(request: HttpRequest, memory_id: int) -> HttpResponse:
     memory = get_object_or_404(LongTermMemory, pk=memory_id)
@@ -363,6 +400,7 @@ def memory_expire_view(request: HttpRequest, memory_id: int) -> HttpResponse:
 
 
 @login_required
+@needs(CHANGE_MEMORIES)
 @require_POST
 def memory_restore(request: HttpRequest, memory_id: int) -> HttpResponse:
     memory = get_object_or_404(LongTermMemory, pk=memory_id)
@@ -370,6 +408,16 @@ def memory_restore(request: HttpRequest, memory_id: int) -> HttpResponse:
 
 
 @login_required
+@needs(CHANGE_MEMORIES)
+@require_POST
+def memory_unarchive_view(request: HttpRequest, memory_id: int) -> HttpResponse:
+    """Bring an archived memory back into retrieval (it gets a new vector)."""
+    memory = get_object_or_404(LongTermMemory, pk=memory_id)
+    return _memory_changed(request, memory_unarchive(memory, actor=_actor(request)))
+
+
+@login_required
+@needs(DELETE_MEMORIES)
 @require_http_methods(["GET", "POST"])
 def memory_delete_view(request: HttpRequest, memory_id: int) -> HttpResponse:
     """GET asks for confirmation (htmx confirms in the browser and posts directly)."""

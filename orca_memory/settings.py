@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import secrets
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 from orca_memory.config import ConfigError, load_config
@@ -55,6 +56,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_tasks_db",
     "django_htmx",
+    "axes",  # sign-in throttling (AXES_* below)
     # Serves the API docs' Swagger UI from static files rather than a CDN (no network needed).
     "ninja",
     "memory",
@@ -72,7 +74,24 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: it turns a locked-out sign-in into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Sign-in throttling (django-axes), for the dashboard's and the admin's login alike: after 5
+# failed attempts for one username from one address, that pair is refused for 15 minutes
+# (each attempt during the lockout starts the 15 minutes again); a success clears the count.
+# The address is REMOTE_ADDR: behind a reverse proxy every client shares the proxy's.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # first: refuses a locked-out pair before the rest
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = 5
+AXES_COOLOFF_TIME = timedelta(minutes=15)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_VERBOSE = False  # no banner on every manage.py command; lockouts are still logged
 
 ROOT_URLCONF = "orca_memory.urls"
 LOGIN_URL = "login"

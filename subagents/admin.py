@@ -1,17 +1,49 @@
 from __future__ import annotations
 
+from typing import Any
+
+from django import forms
 from django.contrib import admin
+from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.http import urlencode
 from django.utils.text import Truncator
 
-from memory.admin import IdentifiersForm
+from memory.validation import Conflict, InvalidInput, check_content
 from subagents.models import SubagentMessage
+from subagents.runs import subagent_check, subagent_record
+
+
+class SubagentMessageForm(forms.ModelForm):
+    """A reply added here goes through subagent_record (its checks; the parent's session);
+    an edit can change the text only, checked as any content is."""
+
+    class Meta:
+        model = SubagentMessage
+        fields = ["parent_msg", "agent_name", "role", "content"]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if self.errors:
+            return data
+        try:
+            if self.instance.pk is None:
+                subagent_check(
+                    parent=data["parent_msg"],
+                    agent_name=data["agent_name"],
+                    role=data["role"],
+                    content=data["content"],
+                )
+            else:
+                check_content("content", data["content"])
+        except (InvalidInput, Conflict) as exc:
+            self.add_error(None, str(exc))
+        return data
 
 
 @admin.register(SubagentMessage)
 class SubagentMessageAdmin(admin.ModelAdmin):
-    form = IdentifiersForm
+    form = SubagentMessageForm
     list_display = [
         "id",
         "parent_msg_id",
@@ -24,7 +56,27 @@ class SubagentMessageAdmin(admin.ModelAdmin):
     list_filter = ["agent_name", "role"]
     search_fields = ["session_id", "agent_name", "content"]
     raw_id_fields = ["parent_msg"]
-    readonly_fields = ["timestamp"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        # Which run a reply belongs to is the record; its session is always its parent's.
+        fixed = ["parent_msg", "session_id", "agent_name", "role"] if obj is not None else []
+        return [*fixed, "timestamp"]
+
+    def save_model(
+        self, request: HttpRequest, obj: SubagentMessage, form: Any, change: bool
+    ) -> None:
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        data = form.cleaned_data
+        added = subagent_record(
+            parent=data["parent_msg"],
+            agent_name=data["agent_name"],
+            role=data["role"],
+            content=data["content"],
+        )
+        obj.pk, obj.session_id, obj.timestamp = added.pk, added.session_id, added.timestamp
+        obj._state.adding = False
 
     @admin.display(description="content")
     def short_content(self, obj: SubagentMessage) -> str:

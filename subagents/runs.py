@@ -6,10 +6,12 @@ the run stores only its result, as a `tool` message in `main_messages` that link
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import transaction
 from django.db.models import QuerySet
 
-from memory.messages import message_add
+from memory.messages import RUN_METADATA_KEY, message_add
 from memory.models import MainMessage, Role
 from memory.tokens import estimate_tokens, truncate_to_tokens
 from memory.validation import Conflict, InvalidInput, check_content, check_identifier
@@ -29,19 +31,37 @@ def run_results(parent: MainMessage, agent_name: str | None = None) -> QuerySet[
     return results.order_by("id")
 
 
+def run_metadata(message: MainMessage) -> dict[str, Any]:
+    """What a result message records of its run (`metadata.subagent`), or {} without it.
+
+    Rows stored before the API refused client-set `metadata.subagent`, and imported rows, may
+    hold anything there: pages read it through this and never fail on it.
+    """
+    metadata = message.metadata if isinstance(message.metadata, dict) else {}
+    run = metadata.get(RUN_METADATA_KEY)
+    return run if isinstance(run, dict) else {}
+
+
 def _check_open(parent: MainMessage, agent_name: str) -> None:
     if run_results(parent, agent_name).exists():
         raise Conflict(f"the run of {agent_name!r} for message {parent.pk} is already finished")
+
+
+def subagent_check(*, parent: MainMessage, agent_name: str, role: str, content: str) -> None:
+    """What subagent_record checks before it writes; raises InvalidInput, or Conflict when
+    the run is finished. Apart so that a form (the admin's) can show the errors."""
+    check_identifier("agent_name", agent_name)
+    check_content("content", content)
+    if role not in SubagentRole.values:
+        raise InvalidInput(f"role must be one of {', '.join(SubagentRole.values)}")
+    _check_open(parent, agent_name)
 
 
 def subagent_record(
     *, parent: MainMessage, agent_name: str, role: str, content: str
 ) -> SubagentMessage:
     """Record one complete reply of a sub-agent (never streamed tokens)."""
-    check_identifier("agent_name", agent_name)
-    check_content("content", content)
-    if role not in SubagentRole.values:
-        raise InvalidInput(f"role must be one of {', '.join(SubagentRole.values)}")
+    subagent_check(parent=parent, agent_name=agent_name, role=role, content=content)
     with transaction.atomic():
         _check_open(parent, agent_name)
         return SubagentMessage.objects.create(
@@ -65,13 +85,11 @@ def subagent_finish(*, parent: MainMessage, agent_name: str, content: str) -> Ma
             session_id=parent.session_id,
             role=Role.TOOL,
             content=result,
-            metadata={
-                "subagent": {
-                    "parent_msg_id": parent.pk,
-                    "agent_name": agent_name,
-                    "truncated": truncated,
-                    "original_tokens": estimate_tokens(content),
-                }
+            subagent_run={
+                "parent_msg_id": parent.pk,
+                "agent_name": agent_name,
+                "truncated": truncated,
+                "original_tokens": estimate_tokens(content),
             },
         )
 

@@ -9,9 +9,13 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 
 from memory.models import MainMessage
-from memory.views import render_page
+from memory.views import VIEW_SESSIONS, needs, render_page
 from subagents.models import SubagentMessage
-from subagents.runs import run_results, subagent_transcript
+from subagents.runs import run_metadata, run_results, subagent_transcript
+
+# A result whose stored run has no usable name (written before the API refused client-set
+# run metadata, or imported): shown under this, never a server error.
+UNNAMED_RUN = "(no sub-agent name recorded)"
 
 
 @dataclass
@@ -24,11 +28,17 @@ class Run:
 
     @property
     def truncated(self) -> bool:
-        return bool(self.result and self.result.metadata["subagent"].get("truncated"))
+        return bool(self.result and run_metadata(self.result).get("truncated") is True)
 
     @property
     def original_tokens(self) -> int | None:
-        return self.result.metadata["subagent"].get("original_tokens") if self.result else None
+        tokens = run_metadata(self.result).get("original_tokens") if self.result else None
+        return tokens if type(tokens) is int else None
+
+
+def _name_of(result: MainMessage) -> str:
+    name = run_metadata(result).get("agent_name")
+    return name if isinstance(name, str) and name else UNNAMED_RUN
 
 
 def runs_of(parent: MainMessage, agent_name: str | None = None) -> list[Run]:
@@ -40,12 +50,13 @@ def runs_of(parent: MainMessage, agent_name: str | None = None) -> list[Run]:
     for reply in replies:
         runs.setdefault(reply.agent_name, Run(reply.agent_name)).replies.append(reply)
     for result in run_results(parent, agent_name):
-        name = result.metadata["subagent"]["agent_name"]
+        name = _name_of(result)
         runs.setdefault(name, Run(name)).result = result
     return list(runs.values())
 
 
 @login_required
+@needs((*VIEW_SESSIONS, "subagents.view_subagentmessage"))
 def subagent_run(request: HttpRequest, parent_id: int) -> HttpResponse:
     """Every run for one main message (`?agent=` narrows to one); htmx gets the transcript."""
     parent = get_object_or_404(MainMessage, pk=parent_id)

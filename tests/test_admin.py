@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from io import StringIO
 
@@ -155,7 +156,11 @@ def test_ensure_admin_creates_a_superuser_once(client):
     call_command("ensure_admin", stdout=out)
     match = re.fullmatch(r"Sign in at http://127.0.0.1:8000/ as admin / (\S+)\n", out.getvalue())
     assert match
-    assert client.login(username="admin", password=match[1])
+    # Through the sign-in page, as a person does (and past the throttling's backend).
+    signed_in = client.post(reverse("login"), {"username": "admin", "password": match[1]})
+    assert signed_in.status_code == 302 and signed_in["Location"] == reverse("dashboard")
+    assert client.get(reverse("dashboard")).status_code == 200
+    assert client.get(reverse("memories")).status_code == 200
 
     again = StringIO()
     call_command("ensure_admin", stdout=again)
@@ -283,3 +288,142 @@ def test_a_message_deleted_in_the_admin_is_no_longer_found_through_the_replies_a
 
     assert found("aquarium") == set()
     assert found("wonderful") == {answer.pk}
+
+
+# --- adding rows by hand goes through the service (issue 15, item 11) -----------------------
+
+MESSAGE_ADD = reverse("admin:memory_mainmessage_add")
+
+
+def message_form(**fields: str) -> dict[str, str]:
+    return {
+        "agent_id": "a1",
+        "session_id": "s1",
+        "role": "user",
+        "content": "I moved to Lisbon last month.",
+        "msg_type": "normal",
+        "metadata": "null",
+        **fields,
+    }
+
+
+def test_an_admin_added_message_goes_through_message_add(
+    admin_client, fake_embedder, django_capture_on_commit_callbacks
+):
+    admin_client.post(MESSAGE_ADD, message_form())
+    with django_capture_on_commit_callbacks(execute=True):
+        response = admin_client.post(
+            MESSAGE_ADD, message_form(role="assistant", content="Lisbon is lovely in spring.")
+        )
+
+    assert response.status_code == 302
+    reply = MainMessage.objects.get(role="assistant")
+    assert (reply.agent_id, reply.session_id, reply.token_count) == ("a1", "s1", 7)
+    assert reply.has_embedding is True  # embedded by the task queued on commit
+    summary = ShortTermMemory.objects.get(agent_id="a1", session_id="s1")
+    assert summary.reply_id == reply.pk  # the turn was summarised, as for an API message
+    assert response["Location"] == reverse("admin:memory_mainmessage_changelist")
+
+
+# Hostile cases of the admin's forms (issue 15): each is refused with the error shown, and
+# nothing is stored. (Table of this module; see issue 15.)
+BAD_ADMIN_MESSAGES = [
+    pytest.param({"session_id": "a/b"}, "session_id", id="session-slash"),
+    pytest.param({"session_id": "s\x00"}, "session_id", id="session-nul"),
+    pytest.param({"session_id": "s\x07"}, "session_id", id="session-control"),
+    pytest.param({"session_id": "x" * 201}, "session_id", id="session-too-long"),
+    pytest.param({"agent_id": "a/b"}, "agent_id", id="agent-slash"),
+    pytest.param({"agent_id": "a\nb"}, "agent_id", id="agent-newline"),
+    pytest.param({"content": "   "}, "content", id="content-blank"),
+    pytest.param({"role": "robot"}, "role", id="role-unknown"),
+    pytest.param({"msg_type": "gossip"}, "msg_type", id="type-unknown"),
+    pytest.param({"metadata": "[1, 2]"}, "metadata", id="metadata-list"),
+    pytest.param({"metadata": '"text"'}, "metadata", id="metadata-text"),
+    pytest.param(
+        {"role": "tool", "metadata": '{"subagent": {"parent_msg_id": 1, "agent_name": "x"}}'},
+        "metadata",
+        id="metadata-forged-run",
+    ),
+    pytest.param({"metadata": "{not json"}, "metadata", id="metadata-malformed"),
+]
+
+
+@pytest.mark.parametrize(("fields", "field"), BAD_ADMIN_MESSAGES)
+def test_the_admin_refuses_a_message_the_api_would_refuse(admin_client, fields, field):
+    response = admin_client.post(MESSAGE_ADD, message_form(**fields))
+
+    assert response.status_code == 200
+    form = response.context["adminform"].form
+    assert field in form.errors, form.errors
+    assert "errornote" in response.content.decode()
+    assert not MainMessage.objects.exists()
+
+
+def test_an_admin_edit_keeps_the_run_record_of_a_result(admin_client, conversation):
+    result = conversation.result
+    url = reverse("admin:memory_mainmessage_change", args=[result.pk])
+    form = admin_client.get(url).context["adminform"].form
+    data = {name: form.initial.get(name) or "" for name in form.fields}
+    run = dict(result.metadata["subagent"])
+
+    forged = json.dumps({"subagent": {**run, "agent_name": "someone-else"}})
+    refused = admin_client.post(url, {**data, "metadata": forged})
+    removed = admin_client.post(url, {**data, "metadata": '{"speaker": "bot"}'})
+    kept = admin_client.post(url, {**data, "metadata": json.dumps({"subagent": run, "note": 1})})
+
+    assert refused.status_code == removed.status_code == 200
+    assert "cannot be added, changed or removed" in refused.content.decode()
+    assert kept.status_code == 302
+    result.refresh_from_db()
+    assert result.metadata == {"subagent": run, "note": 1}
+
+
+def test_an_admin_edit_of_a_plain_message_cannot_add_a_run(admin_client, conversation):
+    url = reverse("admin:memory_mainmessage_change", args=[conversation.ask.pk])
+    form = admin_client.get(url).context["adminform"].form
+    data = {name: form.initial.get(name) or "" for name in form.fields}
+    forged = '{"subagent": {"parent_msg_id": 1, "agent_name": "x"}}'
+
+    response = admin_client.post(url, {**data, "metadata": forged})
+
+    assert response.status_code == 200
+    conversation.ask.refresh_from_db()
+    assert conversation.ask.metadata is None
+
+
+def test_an_admin_added_summary_is_checked_and_embedded(
+    admin_client, fake_embedder, django_capture_on_commit_callbacks
+):
+    add = reverse("admin:memory_shorttermmemory_add")
+    summary = {"content": "The user moved.", "source_count": "1", "confidence": "0.8"}
+
+    refused = admin_client.post(add, {**summary, "agent_id": "a1", "session_id": "a/b"})
+    with django_capture_on_commit_callbacks(execute=True):
+        added = admin_client.post(add, {**summary, "agent_id": "a1", "session_id": "s1"})
+
+    assert refused.status_code == 200 and "session_id" in refused.context["adminform"].form.errors
+    assert added.status_code == 302
+    assert list(ShortTermMemory.objects.values_list("session_id", "has_embedding")) == [
+        ("s1", True)
+    ]
+
+
+def test_an_admin_added_subagent_reply_goes_through_subagent_record(admin_client, conversation):
+    from subagents.models import SubagentMessage
+
+    add = reverse("admin:subagents_subagentmessage_add")
+    reply = {"parent_msg": str(conversation.reply.pk), "role": "assistant", "content": "ok"}
+    before = SubagentMessage.objects.count()
+
+    bad_name = admin_client.post(add, {**reply, "agent_name": "a/b"})
+    finished = admin_client.post(
+        add, {**reply, "parent_msg": str(conversation.ask.pk), "agent_name": "researcher"}
+    )
+    added = admin_client.post(add, {**reply, "agent_name": "critic"})
+
+    assert bad_name.status_code == finished.status_code == 200
+    assert "already finished" in finished.content.decode()
+    assert added.status_code == 302
+    assert SubagentMessage.objects.count() == before + 1
+    stored = SubagentMessage.objects.latest("id")
+    assert (stored.agent_name, stored.session_id) == ("critic", conversation.reply.session_id)

@@ -117,5 +117,6 @@ def test_it_lists_a_sessions_summaries_newest_first(api):
 
     body = api.get("/sessions/s1/summaries").json()
 
-    assert [s["id"] for s in body] == [second.pk, first.pk]
+    assert [s["id"] for s in body["items"]] == [second.pk, first.pk]
+    assert body["count"] == 2
     assert api.get("/sessions/none/summaries").status_code == 404

@@ -250,7 +250,7 @@ def test_every_change_through_the_api_is_in_the_history(api):
     api.patch(f"/memories/{memory['id']}", {"content": "likes green tea", "confidence": 0.9})
     api.post(f"/memories/{memory['id']}/expire")
 
-    history = api.get(f"/memories/{memory['id']}/history").json()
+    history = api.get(f"/memories/{memory['id']}/history").json()["items"]
 
     assert [(h["action"], h["actor"]) for h in history] == [
         ("expire", "api"),
