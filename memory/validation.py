@@ -17,7 +17,14 @@ _BAD_IDENTIFIER_CHAR = re.compile(r"[\x00-\x1f\x7f/]")
 
 
 class InvalidInput(ValueError):
-    """Input a caller can fix; the message says what is wrong (HTTP 422)."""
+    """Input a caller can fix; the message says what is wrong (HTTP 422).
+
+    `field` names the input at fault, so that the API's error can point at it (`loc`).
+    """
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class ContentTooLarge(InvalidInput):
@@ -31,10 +38,11 @@ class Conflict(Exception):
 def check_identifier(kind: str, value: str) -> str:
     """An agent or session id: 1-200 characters, no "/", control characters or outer spaces."""
     if not value or len(value) > MAX_IDENTIFIER_CHARS:
-        raise InvalidInput(f"{kind} must be 1 to {MAX_IDENTIFIER_CHARS} characters")
+        raise InvalidInput(f"{kind} must be 1 to {MAX_IDENTIFIER_CHARS} characters", field=kind)
     if _BAD_IDENTIFIER_CHAR.search(value) or value != value.strip():
         raise InvalidInput(
-            f"{kind} must not contain '/', control characters or leading/trailing spaces"
+            f"{kind} must not contain '/', control characters or leading/trailing spaces",
+            field=kind,
         )
     check_text(kind, value)
     return value
@@ -43,11 +51,11 @@ def check_identifier(kind: str, value: str) -> str:
 def check_text(kind: str, value: str) -> str:
     """Text SQLite can store faithfully: valid UTF-8 (no lone surrogates) and no NUL."""
     if "\x00" in value:
-        raise InvalidInput(f"{kind} must not contain NUL characters")
+        raise InvalidInput(f"{kind} must not contain NUL characters", field=kind)
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise InvalidInput(f"{kind} is not valid UTF-8") from exc
+        raise InvalidInput(f"{kind} is not valid UTF-8", field=kind) from exc
     return value
 
 
@@ -55,19 +63,21 @@ def check_content(kind: str, value: str) -> str:
     """Message or memory text: non-blank, valid, and within ORCA_MAX_CONTENT_BYTES."""
     limit = settings.ORCA.max_content_bytes
     if len(value.encode("utf-8", "surrogatepass")) > limit:
-        raise ContentTooLarge(f"{kind} is larger than {limit} bytes")
+        raise ContentTooLarge(f"{kind} is larger than {limit} bytes", field=kind)
     if not value.strip():
-        raise InvalidInput(f"{kind} must not be empty")
+        raise InvalidInput(f"{kind} must not be empty", field=kind)
     return check_text(kind, value)
 
 
 def check_metadata(value: Any, depth: int = 0) -> Any:
     """JSON metadata: nested at most MAX_METADATA_DEPTH levels, every string valid text."""
     if depth > MAX_METADATA_DEPTH:
-        raise InvalidInput(f"metadata is nested deeper than {MAX_METADATA_DEPTH} levels")
+        raise InvalidInput(
+            f"metadata is nested deeper than {MAX_METADATA_DEPTH} levels", field="metadata"
+        )
     if isinstance(value, dict):
         for key, item in value.items():
-            check_text("metadata key", key)
+            check_text("metadata", key)
             check_metadata(item, depth + 1)
     elif isinstance(value, list):
         for item in value:
