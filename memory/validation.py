@@ -5,6 +5,7 @@ Domain functions raise `InvalidInput`; the API turns it into a 422 with the same
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -14,6 +15,8 @@ MAX_IDENTIFIER_CHARS = 200
 MAX_METADATA_DEPTH = 20
 # Control characters break logs and URLs; "/" cannot be addressed in an API path.
 _BAD_IDENTIFIER_CHAR = re.compile(r"[\x00-\x1f\x7f/]")
+# Python's json reads NaN, Infinity and 1e400 (an infinity); JSON and SQLite's JSON refuse them.
+NON_FINITE_MESSAGE = "numbers must be finite: NaN and Infinity are not JSON"
 
 
 class InvalidInput(ValueError):
@@ -70,7 +73,8 @@ def check_content(kind: str, value: str) -> str:
 
 
 def check_metadata(value: Any, depth: int = 0) -> Any:
-    """JSON metadata: nested at most MAX_METADATA_DEPTH levels, every string valid text."""
+    """JSON metadata: nested at most MAX_METADATA_DEPTH levels, every string valid text, every
+    number finite."""
     if depth > MAX_METADATA_DEPTH:
         raise InvalidInput(
             f"metadata is nested deeper than {MAX_METADATA_DEPTH} levels", field="metadata"
@@ -84,4 +88,6 @@ def check_metadata(value: Any, depth: int = 0) -> Any:
             check_metadata(item, depth + 1)
     elif isinstance(value, str):
         check_text("metadata", value)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise InvalidInput(NON_FINITE_MESSAGE, field="metadata")
     return value

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,7 +22,7 @@ from ninja.renderers import JSONRenderer
 
 from memory.api import router as memory_router
 from memory.auth import ApiKeyAuth
-from memory.validation import Conflict, ContentTooLarge, InvalidInput
+from memory.validation import NON_FINITE_MESSAGE, Conflict, ContentTooLarge, InvalidInput
 from orca_memory.errors import Loc, error_body
 from subagents.api import router as subagents_router
 
@@ -32,22 +33,46 @@ class UnsupportedMediaType(ValueError):
     """A body that does not say it is JSON (HTTP 415)."""
 
 
+class NonFiniteNumber(ValueError):
+    """NaN, Infinity or a number too large for a float (1e400) in a body (HTTP 422)."""
+
+    def __init__(self, loc: Loc) -> None:
+        super().__init__(NON_FINITE_MESSAGE)
+        self.loc = loc
+
+
 def _is_json(media_type: str) -> bool:
     return media_type == "application/json" or (
         media_type.startswith("application/") and media_type.endswith("+json")
     )
 
 
-class JsonParser(Parser):
-    """JSON object bodies, declared as such.
+def _first_non_finite(data: Any) -> Loc | None:
+    """Where the body holds a non-finite number, if anywhere (a loop: bodies nest deep)."""
+    stack: list[tuple[tuple[str | int, ...], Any]] = [((), data)]
+    while stack:
+        loc, value = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            return loc
+        if isinstance(value, dict):
+            stack.extend(((*loc, key), item) for key, item in reversed(value.items()))
+        elif isinstance(value, list):
+            stack.extend(((*loc, i), item) for i, item in reversed(list(enumerate(value))))
+    return None
 
-    Invalid UTF-8 bytes survive as lone surrogates, so that the text fields' validation
-    rejects them with a 422 naming the field, rather than the whole body failing to parse.
+
+class JsonParser(Parser):
+    """JSON object bodies, declared as such, with finite numbers only.
+
+    Python's json takes NaN, Infinity and 1e400, which JSON and SQLite's JSON columns refuse:
+    they are refused here, before any view runs, whatever field holds them. Invalid UTF-8
+    bytes survive as lone surrogates, so that the text fields' validation rejects them with a
+    422 naming the field, rather than the whole body failing to parse.
     """
 
     def parse_body(self, request: HttpRequest) -> Any:
         # django-ninja answers any error raised here as a 400; the API's HttpError handler
-        # answers this one with its own status (415) from the exception's cause.
+        # answers these two with their own status (415, 422) from the exception's cause.
         if not _is_json(request.content_type or ""):
             raise UnsupportedMediaType(
                 f"the body must be JSON (Content-Type: application/json), "
@@ -56,6 +81,9 @@ class JsonParser(Parser):
         data = json.loads(request.body.decode("utf-8", "surrogateescape"))
         if not isinstance(data, dict):
             raise ValueError("the body must be a JSON object")
+        where = _first_non_finite(data)
+        if where is not None:
+            raise NonFiniteNumber(where)
         return data
 
 
@@ -212,8 +240,11 @@ def malformed_request(request: HttpRequest, exc: SuspiciousOperation) -> HttpRes
 @api.exception_handler(HttpError)
 def http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     """django-ninja's errors: 401 for a missing key, 400 for a body the parser refused (its
-    cause says why, and JsonParser's own refusal has a status of its own)."""
+    cause says why, and JsonParser's own refusals have a status of their own)."""
     cause = exc.__cause__
+    if isinstance(cause, NonFiniteNumber):
+        where = ".".join(map(str, cause.loc))
+        return _error(request, 422, f"{where}: {cause}", [(("body", *cause.loc), str(cause))])
     if isinstance(cause, UnsupportedMediaType):
         return _error(request, 415, str(cause), [(("header", "Content-Type"), str(cause))])
     if cause is not None and exc.status_code == 400:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 from django.conf import settings
 
 from memory import index
+from memory.messages import message_add
 from memory.models import LongTermMemory, MainMessage, ShortTermMemory
+from memory.validation import InvalidInput
 from subagents.models import SubagentMessage
 
 pytestmark = pytest.mark.django_db
@@ -202,3 +205,13 @@ def test_deleting_a_session_removes_everything_hanging_from_it(api):
     )
     assert index.lexical_search(index.MESSAGE_TEXT, agent_id="agent-a", query="calling", k=5) == []
     assert api.delete("/sessions/s1").status_code == 404
+
+
+@pytest.mark.parametrize("number", [math.nan, math.inf, -math.inf])
+def test_message_add_refuses_non_finite_metadata_before_writing(number):
+    # What the importer and the admin call, whose JSON parsers read NaN and Infinity too.
+    with pytest.raises(InvalidInput, match="finite"):
+        message_add(
+            agent_id="a1", session_id="s1", role="user", content="x", metadata={"a": [number]}
+        )
+    assert not MainMessage.objects.exists()
