@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
@@ -91,3 +92,21 @@ def check_metadata(value: Any, depth: int = 0) -> Any:
     elif isinstance(value, float) and not math.isfinite(value):
         raise InvalidInput(NON_FINITE_MESSAGE, field="metadata")
     return value
+
+
+def check_datetime(kind: str, value: datetime) -> datetime:
+    """A moment the service can store and compare, returned in UTC.
+
+    It must say its time zone: a naive time is ambiguous, and the database keeps UTC. It must
+    stay within years 1-9999 once in UTC (9999-12-31T23:30:00-01:00 does not).
+    """
+    if value.utcoffset() is None:
+        raise InvalidInput(
+            f"{kind} must give its time zone, as in 2024-05-01T09:00:00Z or +08:00", field=kind
+        )
+    try:
+        return value.astimezone(UTC)
+    except OverflowError as exc:
+        raise InvalidInput(
+            f"{kind} is out of range once converted to UTC (years 1 to 9999)", field=kind
+        ) from exc
