@@ -193,14 +193,15 @@ def _message(msg: str) -> str:
     return msg.removeprefix("Value error, ")
 
 
-def _loc(request: HttpRequest, field: str | None) -> list[Loc]:
-    """Where a field named by a domain check was sent: in the path, the query or the body."""
+def _loc(request: HttpRequest, field: str | None) -> Loc:
+    """Where a field named by a domain check was sent: in the path, the query or the body
+    (nowhere in particular when the check named none)."""
     if field is None:
-        return []
+        return ()
     match = request.resolver_match
     if match is not None and field in match.kwargs:
-        return [("path", field)]
-    return [("query" if request.method == "GET" else "body", field)]
+        return ("path", field)
+    return ("query" if request.method == "GET" else "body", field)
 
 
 @api.exception_handler(ValidationError)
@@ -212,12 +213,12 @@ def validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse
 
 @api.exception_handler(ContentTooLarge)
 def content_too_large(request: HttpRequest, exc: ContentTooLarge) -> HttpResponse:
-    return _error(request, 413, str(exc), [(loc, str(exc)) for loc in _loc(request, exc.field)])
+    return _error(request, 413, str(exc), [(_loc(request, exc.field), str(exc))])
 
 
 @api.exception_handler(InvalidInput)
 def invalid_input(request: HttpRequest, exc: InvalidInput) -> HttpResponse:
-    return _error(request, 422, str(exc), [(loc, str(exc)) for loc in _loc(request, exc.field)])
+    return _error(request, 422, str(exc), [(_loc(request, exc.field), str(exc))])
 
 
 @api.exception_handler(Conflict)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from openapi_spec_validator import validate
 
+from memory.validation import InvalidInput
+
 pytestmark = pytest.mark.django_db
 
 
@@ -48,3 +50,17 @@ def test_a_body_that_is_not_an_object_and_an_unknown_path_answer_json(api):
             404,
             {"detail": "Not Found", "errors": []},
         )
+
+
+def test_a_domain_error_naming_no_field_still_lists_one_error(api, monkeypatch):
+    def refuse(**kwargs):
+        raise InvalidInput("this combination is not allowed")
+
+    monkeypatch.setattr("memory.api.message_add", refuse)
+    response = api.post("/sessions/s1/messages", {"role": "user", "content": "x"})
+
+    assert response.status_code == 422
+    assert response.json() == {
+        "detail": "this combination is not allowed",
+        "errors": [{"loc": [], "msg": "this combination is not allowed"}],
+    }

@@ -229,6 +229,14 @@ CASES = [
         loc=["header", "Content-Type"],
     ),
     Hostile(
+        "a session id with a trailing space (a domain check)",
+        "POST",
+        "/sessions/s1%20/context",
+        422,
+        {},
+        loc=["path", "session_id"],
+    ),
+    Hostile(
         "an escaped lone surrogate",
         "POST",
         "/sessions/s1/messages",
@@ -358,6 +366,8 @@ def test_a_hostile_request_gets_its_4xx_in_the_one_error_shape_and_stores_nothin
     assert set(body) == {"detail", "errors"}
     assert isinstance(body["detail"], str) and body["detail"]
     assert all(set(e) == {"loc", "msg"} and isinstance(e["loc"], list) for e in body["errors"])
+    if case.status in (413, 415, 422):  # about a part of the request: it says which
+        assert body["errors"], body
     if case.loc is not None:
         assert body["errors"][0]["loc"] == case.loc, body
     if case.status == 405:
