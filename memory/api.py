@@ -9,7 +9,7 @@ Every endpoint but health sees only the data of the agent its API key belongs to
 # the first request with "QueryParams is not fully defined").
 import logging
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from django.conf import settings
 from django.db import OperationalError
@@ -18,7 +18,7 @@ from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from ninja import Field, Query, Router, Schema, Status
 from ninja.pagination import paginate
-from pydantic import field_validator
+from pydantic import AfterValidator, ValidationInfo, field_validator
 
 from memory import jsonl
 from memory.context import context_build
@@ -41,7 +41,7 @@ from memory.models import (
     ShortTermMemory,
 )
 from memory.search import MAX_K, search
-from memory.validation import check_identifier, check_metadata, check_text
+from memory.validation import check_datetime, check_identifier, check_metadata, check_text
 
 logger = logging.getLogger(__name__)
 router = Router()
@@ -63,6 +63,15 @@ class TextSchema(Schema):
 
 # Text that must say something: at least one non-space character.
 Text = Field(min_length=1, pattern=r"\S")
+
+
+def _moment(value: datetime, info: ValidationInfo) -> datetime:
+    return check_datetime(info.field_name or "datetime", value)
+
+
+# A date and time with its time zone (or epoch seconds), representable in UTC: a naive time
+# is ambiguous, and 9999-12-31T23:30:00-01:00 overflows once converted.
+Moment = Annotated[datetime, AfterValidator(_moment)]
 
 
 class MessageIn(TextSchema):
@@ -115,7 +124,7 @@ class MemoryIn(TextSchema):
     content: str = Text
     memory_type: MemoryType
     confidence: float = Field(0.5, ge=0, le=1)
-    expires_at: datetime | None = None
+    expires_at: Moment | None = None
     source_session: str | None = None
 
 
@@ -123,7 +132,7 @@ class MemoryPatch(TextSchema):
     content: str | None = Field(None, min_length=1, pattern=r"\S")
     memory_type: MemoryType | None = None
     confidence: float | None = Field(None, ge=0, le=1)
-    expires_at: datetime | None = None
+    expires_at: Moment | None = None
     source_session: str | None = None
 
 
@@ -183,8 +192,8 @@ class SearchFilters(Schema):
     session_id: str | None = None
     role: Role | None = None
     msg_type: MessageType | None = None
-    since: datetime | None = None
-    until: datetime | None = None
+    since: Moment | None = None
+    until: Moment | None = None
 
 
 class SearchHitOut(Schema):

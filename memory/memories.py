@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from memory import index, tasks
 from memory.models import LongTermMemory, LongTermMemoryHistory, MemoryAction, MemoryType
-from memory.validation import InvalidInput, check_content, check_identifier
+from memory.validation import InvalidInput, check_content, check_datetime, check_identifier
 from memory.vectors import delete_with_vectors, drop_vectors
 
 EDITABLE_FIELDS = frozenset(
@@ -45,6 +45,9 @@ def _check(fields: dict[str, Any], allowed: frozenset[str] = EDITABLE_FIELDS) ->
         raise InvalidInput("confidence must be between 0 and 1")
     if fields.get("source_session") is not None:
         check_identifier("source_session", fields["source_session"])
+    if fields.get("expires_at") is not None:
+        # Before anything is written: a naive or overflowing time would fail after the save.
+        check_datetime("expires_at", fields["expires_at"])
 
 
 def _history(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.utils import timezone
@@ -127,6 +127,29 @@ def _scores(candidates: list[Ranked], mode: str, fusion: str) -> dict[int, float
     return {c.id: getattr(c, part) for c in candidates}
 
 
+def _utc(moment: datetime) -> datetime:
+    """The moment in UTC; a naive one is taken as UTC already, as the database keeps times."""
+    if moment.utcoffset() is None:
+        return moment.replace(tzinfo=UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError as exc:
+        raise InvalidInput(
+            "since and until must stay within years 1 to 9999 once converted to UTC"
+        ) from exc
+
+
+def _stored_time(moment: datetime) -> datetime:
+    """A UTC moment as main_messages.timestamp holds it: naive UTC text, which SQLite
+    compares as text, so an offset left on the value would be compared as characters."""
+    return moment.replace(tzinfo=None)
+
+
+def _epoch_seconds(moment: datetime) -> int:
+    """A UTC moment as the vector index holds it (vec0's created_at)."""
+    return int(moment.timestamp())
+
+
 def _filters(
     role: str | None,
     msg_type: str | None,
@@ -180,6 +203,9 @@ def search(
         raise InvalidInput(f"mode must be one of {', '.join(MODES)}")
     if not 1 <= k <= MAX_K:
         raise InvalidInput(f"k must be between 1 and {MAX_K}")
+    # One instant for both indexes, whatever offset it was given with.
+    since = None if since is None else _utc(since)
+    until = None if until is None else _utc(until)
     # One more than needed: the caller's own question may be among them (`_without_echoes`).
     pool = (max(k, POOL) if mode == "hybrid" else k) + 1
     degraded: list[str] = []
@@ -202,15 +228,14 @@ def search(
                     msg_type,
                     since,
                     until,
-                    # vec0 keeps the time as epoch seconds.
                     time_column="created_at",
-                    time_value=lambda t: int(t.timestamp()),
+                    time_value=_epoch_seconds,
                 ),
             )
     lexical: list[Hit] = []
     if mode != "vector":
         filters = _filters(
-            role, msg_type, since, until, time_column="timestamp", time_value=lambda t: t
+            role, msg_type, since, until, time_column="timestamp", time_value=_stored_time
         )
         if exclude_session is not None:
             filters.append(Filter("session_id", "!=", exclude_session))

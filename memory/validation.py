@@ -5,7 +5,9 @@ Domain functions raise `InvalidInput`; the API turns it into a 422 with the same
 
 from __future__ import annotations
 
+import math
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
@@ -17,10 +19,19 @@ MAX_METADATA_DEPTH = 20
 # Control characters (C0, DEL, C1, line and paragraph separators) break logs and URLs;
 # "/" cannot be addressed in an API path, and neither separator belongs in a file name.
 _BAD_IDENTIFIER_CHAR = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029/\\]")
+# Python's json reads NaN, Infinity and 1e400 (an infinity); JSON and SQLite's JSON refuse them.
+NON_FINITE_MESSAGE = "numbers must be finite: NaN and Infinity are not JSON"
 
 
 class InvalidInput(ValueError):
-    """Input a caller can fix; the message says what is wrong (HTTP 422)."""
+    """Input a caller can fix; the message says what is wrong (HTTP 422).
+
+    `field` names the input at fault, so that the API's error can point at it (`loc`).
+    """
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class ContentTooLarge(InvalidInput):
@@ -37,27 +48,28 @@ def check_identifier(kind: str, value: object) -> str:
     folders, and clients normalise them out of URLs), no "/" or "\\", no control characters,
     no leading or trailing spaces."""
     if not isinstance(value, str):
-        raise InvalidInput(f"{kind} must be text")
+        raise InvalidInput(f"{kind} must be text", field=kind)
     check_text(kind, value)
     if not 1 <= len(value.encode("utf-8")) <= MAX_IDENTIFIER_BYTES:
-        raise InvalidInput(f"{kind} must be 1 to {MAX_IDENTIFIER_BYTES} bytes of UTF-8")
+        raise InvalidInput(f"{kind} must be 1 to {MAX_IDENTIFIER_BYTES} bytes of UTF-8", field=kind)
     if _BAD_IDENTIFIER_CHAR.search(value) or value != value.strip():
         raise InvalidInput(
-            f"{kind} must not contain '/', '\\', control characters or leading/trailing spaces"
+            f"{kind} must not contain '/', '\\', control characters or leading/trailing spaces",
+            field=kind,
         )
     if not value.strip("."):
-        raise InvalidInput(f"{kind} must not be only dots")
+        raise InvalidInput(f"{kind} must not be only dots", field=kind)
     return value
 
 
 def check_text(kind: str, value: str) -> str:
     """Text SQLite can store faithfully: valid UTF-8 (no lone surrogates) and no NUL."""
     if "\x00" in value:
-        raise InvalidInput(f"{kind} must not contain NUL characters")
+        raise InvalidInput(f"{kind} must not contain NUL characters", field=kind)
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise InvalidInput(f"{kind} is not valid UTF-8") from exc
+        raise InvalidInput(f"{kind} is not valid UTF-8", field=kind) from exc
     return value
 
 
@@ -65,23 +77,46 @@ def check_content(kind: str, value: str) -> str:
     """Message or memory text: non-blank, valid, and within ORCA_MAX_CONTENT_BYTES."""
     limit = settings.ORCA.max_content_bytes
     if len(value.encode("utf-8", "surrogatepass")) > limit:
-        raise ContentTooLarge(f"{kind} is larger than {limit} bytes")
+        raise ContentTooLarge(f"{kind} is larger than {limit} bytes", field=kind)
     if not value.strip():
-        raise InvalidInput(f"{kind} must not be empty")
+        raise InvalidInput(f"{kind} must not be empty", field=kind)
     return check_text(kind, value)
 
 
 def check_metadata(value: Any, depth: int = 0) -> Any:
-    """JSON metadata: nested at most MAX_METADATA_DEPTH levels, every string valid text."""
+    """JSON metadata: nested at most MAX_METADATA_DEPTH levels, every string valid text, every
+    number finite."""
     if depth > MAX_METADATA_DEPTH:
-        raise InvalidInput(f"metadata is nested deeper than {MAX_METADATA_DEPTH} levels")
+        raise InvalidInput(
+            f"metadata is nested deeper than {MAX_METADATA_DEPTH} levels", field="metadata"
+        )
     if isinstance(value, dict):
         for key, item in value.items():
-            check_text("metadata key", key)
+            check_text("metadata", key)
             check_metadata(item, depth + 1)
     elif isinstance(value, list):
         for item in value:
             check_metadata(item, depth + 1)
     elif isinstance(value, str):
         check_text("metadata", value)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise InvalidInput(NON_FINITE_MESSAGE, field="metadata")
     return value
+
+
+def check_datetime(kind: str, value: datetime) -> datetime:
+    """A moment the service can store and compare, returned in UTC.
+
+    It must say its time zone: a naive time is ambiguous, and the database keeps UTC. It must
+    stay within years 1-9999 once in UTC (9999-12-31T23:30:00-01:00 does not).
+    """
+    if value.utcoffset() is None:
+        raise InvalidInput(
+            f"{kind} must give its time zone, as in 2024-05-01T09:00:00Z or +08:00", field=kind
+        )
+    try:
+        return value.astimezone(UTC)
+    except OverflowError as exc:
+        raise InvalidInput(
+            f"{kind} is out of range once converted to UTC (years 1 to 9999)", field=kind
+        ) from exc

@@ -64,6 +64,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First, so that every error under /api/ leaves in the API's JSON shape.
+    "orca_memory.errors.ApiErrorsAsJson",
     "django.middleware.security.SecurityMiddleware",
     "orca_memory.middleware.Utf8PathMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -123,9 +125,13 @@ DATABASES = {
         "TEST": {"NAME": ORCA.data_dir / "test_orca.db"},
     }
 }
-# Requests may carry content up to ORCA_MAX_CONTENT_BYTES; JSON escaping (\uXXXX) can double
-# it, so Django's own cap sits above that and the API answers 413 for content over the limit.
-DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * ORCA.max_content_bytes + 64 * 1024
+# The content limit (ORCA_MAX_CONTENT_BYTES) counts the UTF-8 bytes of the decoded text; the
+# body carries it JSON-escaped, which most clients do for everything beyond ASCII (json.dumps'
+# default): an emoji's 4 bytes become 12 (\ud83d\ude00), a control character's 1 byte 6
+# (\u0001). The body cap leaves room for the worst, so that any content within the limit gets
+# through however it is escaped, and the API answers 413 for content over it.
+JSON_ESCAPE_FACTOR = 6
+DATA_UPLOAD_MAX_MEMORY_SIZE = JSON_ESCAPE_FACTOR * ORCA.max_content_bytes + 64 * 1024
 NINJA_PAGINATION_CLASS = "orca_memory.pagination.BoundedLimitOffsetPagination"
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

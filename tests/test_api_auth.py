@@ -45,7 +45,7 @@ def test_every_endpoint_but_health_needs_a_valid_key(client, method, path, heade
     headers = {"Authorization": header} if header else {}
     response = getattr(client, method)(f"/api/v1{path}", headers=headers)
     assert response.status_code == 401
-    assert response.json() == {"detail": "Unauthorized"}
+    assert response.json() == {"detail": "Unauthorized", "errors": []}
 
 
 def test_the_command_prints_the_key_alone_on_its_last_line_and_stores_only_a_hash(client):

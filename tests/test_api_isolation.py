@@ -58,7 +58,7 @@ def test_another_agent_sees_nothing_and_changes_nothing(api_for, alice_data):
         bob.get(f"/memories/{mem}/history"),
     ]
     assert [r.status_code for r in not_found] == [404] * len(not_found)
-    assert all(r.json() == {"detail": "Not Found"} for r in not_found)
+    assert all(r.json() == {"detail": "Not Found", "errors": []} for r in not_found)
     assert bob.get("/sessions").json() == {"items": [], "count": 0}
     assert bob.get("/memories").json() == {"items": [], "count": 0}
     assert bob.get("/memories", q="tea", include_expired="true").json()["count"] == 0

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+from datetime import timezone as timezone_of
 
 import pytest
 from django.utils import timezone
 
-from memory.models import LongTermMemory, ShortTermMemory
+from memory.memories import memory_create, memory_update
+from memory.models import LongTermMemory, LongTermMemoryHistory, ShortTermMemory
+from memory.validation import InvalidInput
 
 pytestmark = pytest.mark.django_db
 
@@ -120,3 +123,28 @@ def test_it_lists_a_sessions_summaries_newest_first(api):
     assert [s["id"] for s in body["items"]] == [second.pk, first.pk]
     assert body["count"] == 2
     assert api.get("/sessions/none/summaries").status_code == 404
+
+
+@pytest.mark.parametrize(
+    "expires_at",
+    [
+        datetime(2030, 1, 1),  # naive: which zone?
+        datetime(
+            9999, 12, 31, 23, 30, tzinfo=timezone_of(timedelta(hours=-1))
+        ),  # year 10000 in UTC
+        datetime(1, 1, 1, 0, 30, tzinfo=timezone_of(timedelta(hours=1))),  # year 0 in UTC
+    ],
+    ids=["naive", "after 9999 in UTC", "before year 1 in UTC"],
+)
+def test_the_memory_functions_refuse_an_expiry_that_cannot_be_stored_before_writing(expires_at):
+    # What the admin, the dashboard and consolidation call: the check comes before any write.
+    with pytest.raises(InvalidInput, match="expires_at"):
+        memory_create(
+            agent_id="a1", content="x", memory_type="fact", actor="t", expires_at=expires_at
+        )
+    memory = memory_create(agent_id="a1", content="y", memory_type="fact", actor="t")
+    with pytest.raises(InvalidInput, match="expires_at"):
+        memory_update(memory, actor="t", expires_at=expires_at)
+
+    assert list(LongTermMemory.objects.values_list("content", "expires_at")) == [("y", None)]
+    assert LongTermMemoryHistory.objects.count() == 1  # the second one's creation

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from openapi_spec_validator import validate
 
+from memory.validation import InvalidInput
+
 pytestmark = pytest.mark.django_db
 
 
@@ -25,7 +27,7 @@ def test_an_unexpected_error_is_json_without_internals(api, monkeypatch, caplog)
     response = api.post("/sessions/s1/messages", {"role": "user", "content": "x"})
 
     assert response.status_code == 500
-    assert response.json() == {"detail": "internal server error"}
+    assert response.json() == {"detail": "internal server error", "errors": []}
     assert "secret internal detail" in caplog.text  # logged for the operator
 
 
@@ -37,7 +39,28 @@ def test_responses_carry_chinese_as_utf8_text(api):
 
 def test_a_body_that_is_not_an_object_and_an_unknown_path_answer_json(api):
     response = api.post("/sessions/s1/context", [None, None])
-    assert (response.status_code, response.json()) == (400, {"detail": "Cannot parse request body"})
+    assert response.status_code == 400
+    assert response.json() == {
+        "detail": "the body is not a JSON object",
+        "errors": [{"loc": ["body"], "msg": "the body must be a JSON object"}],
+    }
     for method in ("get", "post", "delete"):
         response = getattr(api, method)("/memories/not-a-number")
-        assert (response.status_code, response.json()) == (404, {"detail": "Not Found"})
+        assert (response.status_code, response.json()) == (
+            404,
+            {"detail": "Not Found", "errors": []},
+        )
+
+
+def test_a_domain_error_naming_no_field_still_lists_one_error(api, monkeypatch):
+    def refuse(**kwargs):
+        raise InvalidInput("this combination is not allowed")
+
+    monkeypatch.setattr("memory.api.message_add", refuse)
+    response = api.post("/sessions/s1/messages", {"role": "user", "content": "x"})
+
+    assert response.status_code == 422
+    assert response.json() == {
+        "detail": "this combination is not allowed",
+        "errors": [{"loc": [], "msg": "this combination is not allowed"}],
+    }

@@ -93,6 +93,34 @@ def test_filters_apply_in_every_mode(corpus, mode):
     assert len(found(since=timezone.now() - timedelta(days=1))) == 4
 
 
+def test_since_and_until_with_an_offset_find_the_same_rows_in_every_mode(fake_embedder, api_for):
+    # 01:00 and 03:00 UTC; 10:00+08:00 is 02:00 UTC. Compared as text, the lexical filter saw
+    # "2024-05-01 10:00:00+08:00" later than both (no rows since, both until).
+    early = add("tea at one", timestamp=datetime(2024, 5, 1, 1, 0, tzinfo=UTC))
+    late = add("tea at three", timestamp=datetime(2024, 5, 1, 3, 0, tzinfo=UTC))
+    vectors.embed_pending()
+    api = api_for("a1")
+
+    for mode in ("lexical", "vector", "hybrid"):
+        since = api.get("/search", q="tea", mode=mode, since="2024-05-01T10:00:00+08:00").json()
+        until = api.get("/search", q="tea", mode=mode, until="2024-05-01T10:00:00+08:00").json()
+        assert since["mode"] == until["mode"] == mode
+        assert [hit["message"]["id"] for hit in since["hits"]] == [late.pk], mode
+        assert [hit["message"]["id"] for hit in until["hits"]] == [early.pk], mode
+    west = search(
+        agent_id="a1",
+        query="tea",
+        mode="lexical",
+        since=datetime.fromisoformat("2024-04-30T21:30-04:00"),
+    )
+    assert ids(west) == [late.pk]  # 01:30 UTC
+
+
+def test_a_since_beyond_utc_is_refused_before_searching(corpus):
+    with pytest.raises(InvalidInput):
+        search(agent_id="a1", query="tea", since=datetime.fromisoformat("0001-01-01T00:30+01:00"))
+
+
 def test_without_vectors_it_answers_lexically_and_says_why(corpus, monkeypatch):
     from memory import embeddings
 

@@ -1,0 +1,65 @@
+"""The API's one error shape, and the middleware that gives it to errors answered outside
+django-ninja's exception handlers.
+
+Every error under /api/ answers
+
+    {"detail": "<what went wrong, in one sentence>",
+     "errors": [{"loc": ["body", "metadata", "x"], "msg": "<why>"}, ...]}
+
+`detail` is always a string; `errors` lists the parts of the request at fault (where in it:
+"path", "query", "header" or "body", then the field and any keys or indexes inside it), and
+is empty when the request as a whole is refused (401, 404, 405, 409, 500).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from http import HTTPStatus
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+
+API_PREFIX = "/api/"
+JSON_CONTENT_TYPE = "application/json; charset=utf-8"
+
+Loc = Sequence[str | int]
+
+
+def error_body(detail: str, errors: Iterable[tuple[Loc, str]] = ()) -> dict[str, Any]:
+    return {"detail": detail, "errors": [{"loc": list(loc), "msg": msg} for loc, msg in errors]}
+
+
+def _is_json(response: HttpResponse) -> bool:
+    return response.get("Content-Type", "").startswith("application/json")
+
+
+class ApiErrorsAsJson:
+    """Errors under /api/ that Django answers itself, in the API's shape: 405 for a method a
+    path does not take (django-ninja answers it as text), 400 for a Host header not in
+    ALLOWED_HOSTS, and any error page of Django's. First in MIDDLEWARE, so it sees them all."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if (
+            not request.path.startswith(API_PREFIX)
+            or response.status_code < 400
+            or _is_json(response)
+        ):
+            return response
+        status = response.status_code
+        detail = HTTPStatus(status).phrase if status in HTTPStatus else "Error"
+        allowed = response.get("Allow")
+        if allowed:
+            detail += f" (allowed: {allowed})"
+        replaced = HttpResponse(
+            json.dumps(error_body(detail)),
+            status=status,
+            content_type=JSON_CONTENT_TYPE,
+        )
+        if allowed:
+            replaced["Allow"] = allowed
+        return replaced

@@ -1,0 +1,544 @@
+"""Hostile requests, in one table: each answers a clear 4xx in the API's one error shape
+({"detail": str, "errors": [{"loc", "msg"}]}) and stores nothing, with the database up and
+during an outage with the JSONL fallback on (which must not keep a line either).
+
+Add a row for every new finding: method, path, body or query, the status expected, and where
+the error points (`loc`) when it is about one field. `{memory}` and `{message}` in a path
+stand for a memory and a message of the agent that exist, so that a refusal cannot be a 404.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.db import OperationalError, connection
+
+from memory import vectors
+from memory.memories import memory_create
+from memory.messages import message_add
+from memory.models import MainMessage
+from tests.helpers import last_line, manage
+
+pytestmark = pytest.mark.django_db
+
+# What a refused request must leave as it was.
+TABLES = ("main_messages", "subagent_messages", "long_term_memories", "long_term_memory_history")
+JSON = "application/json"
+MIB = 1024 * 1024
+EMOJI = "\U0001f600"  # 4 bytes in UTF-8, 12 escaped as \ud83d\ude00
+
+
+@dataclass(frozen=True)
+class Hostile:
+    name: str
+    method: str
+    path: str
+    status: int
+    body: dict[str, Any] | str | bytes | None = None  # text and bytes are sent as they are
+    query: dict[str, Any] = field(default_factory=dict)
+    content_type: str = JSON
+    headers: dict[str, str] = field(default_factory=dict)
+    loc: list[str | int] | None = None  # where the first error points, when it names a field
+
+
+def message(**fields: Any) -> dict[str, Any]:
+    return {"role": "user", "content": "hello", **fields}
+
+
+def escaped(content: str) -> str:
+    """A message body escaped as most clients send it (json.dumps' default, ensure_ascii)."""
+    return json.dumps({"role": "user", "content": content})
+
+
+NON_FINITE = ("NaN", "Infinity", "-Infinity", "1e400")
+MODES = ("lexical", "vector", "hybrid")
+
+CASES = [
+    # 1. Non-finite numbers, as bare JSON tokens, wherever they are.
+    *(
+        Hostile(
+            f"{token} in metadata",
+            "POST",
+            "/sessions/s1/messages",
+            422,
+            f'{{"role": "user", "content": "x", "metadata": {{"x": {token}}}}}',
+            loc=["body", "metadata", "x"],
+        )
+        for token in NON_FINITE
+    ),
+    Hostile(
+        "NaN deep in metadata",
+        "POST",
+        "/sessions/s1/messages",
+        422,
+        '{"role": "user", "content": "x", "metadata": {"a": [1, {"b": NaN}]}}',
+        loc=["body", "metadata", "a", 1, "b"],
+    ),
+    Hostile(
+        "NaN as the content",
+        "POST",
+        "/sessions/s1/messages",
+        422,
+        '{"role": "user", "content": NaN}',
+        loc=["body", "content"],
+    ),
+    Hostile(
+        "Infinity in a field the schema ignores",
+        "POST",
+        "/sessions/s1/messages",
+        422,
+        '{"role": "user", "content": "x", "extra": Infinity}',
+        loc=["body", "extra"],
+    ),
+    Hostile("NaN as the whole body", "POST", "/sessions/s1/messages", 400, "NaN"),
+    *(
+        Hostile(
+            f"confidence {token}",
+            "POST",
+            "/memories",
+            422,
+            f'{{"content": "x", "memory_type": "fact", "confidence": {token}}}',
+            loc=["body", "confidence"],
+        )
+        for token in NON_FINITE
+    ),
+    Hostile(
+        "confidence NaN on an update",
+        "PATCH",
+        "/memories/{memory}",
+        422,
+        '{"confidence": NaN}',
+        loc=["body", "confidence"],
+    ),
+    Hostile(
+        "model_window Infinity",
+        "POST",
+        "/sessions/s1/context",
+        422,
+        '{"model_window": Infinity}',
+        loc=["body", "model_window"],
+    ),
+    Hostile(
+        "-Infinity beside a sub-agent reply",
+        "POST",
+        "/messages/{message}/subagent",
+        422,
+        '{"agent_name": "r", "role": "assistant", "content": "x", "n": -Infinity}',
+        loc=["body", "n"],
+    ),
+    Hostile(
+        "NaN beside a sub-agent result",
+        "POST",
+        "/messages/{message}/subagent/result",
+        422,
+        '{"agent_name": "r", "content": "x", "n": NaN}',
+        loc=["body", "n"],
+    ),
+    # 2. Datetimes without a time zone, or beyond year 9999 or before year 1 once in UTC.
+    *(
+        Hostile(
+            f"expires_at {value} on {method}",
+            method,
+            path,
+            422,
+            {
+                **({"content": "x", "memory_type": "fact"} if method == "POST" else {}),
+                "expires_at": value,
+            },
+            loc=["body", "expires_at"],
+        )
+        for method, path in (("POST", "/memories"), ("PATCH", "/memories/{memory}"))
+        for value in (
+            "2030-01-01T00:00:00",
+            "2030-01-01",
+            "9999-12-31T23:30:00-01:00",
+            "0001-01-01T00:30:00+01:00",
+        )
+    ),
+    *(
+        Hostile(
+            f"{name}={value} in {mode} search",
+            "GET",
+            "/search",
+            422,
+            query={"q": "hello", "mode": mode, name: value},
+            loc=["query", name],
+        )
+        for mode in MODES
+        for name, value in (
+            ("since", "0001-01-01T00:00:00"),
+            ("since", "2024-05-01T10:00:00"),
+            ("since", "0001-01-01T00:30:00+01:00"),
+            ("until", "9999-12-31T23:30:00-01:00"),
+            ("until", "2024-05-01"),
+        )
+    ),
+    # The extremes that do exist answer, in every mode.
+    *(
+        Hostile(
+            f"{name}={value} in {mode} search",
+            "GET",
+            "/search",
+            200,
+            query={"q": "hello", "mode": mode, name: value},
+        )
+        for mode in MODES
+        for name, value in (
+            ("since", "0001-01-01T00:00:00Z"),
+            ("since", "0001-01-01T01:00:00+01:00"),
+            ("until", "9999-12-31T23:59:59Z"),
+            ("until", "9999-12-31T23:59:59+14:00"),
+        )
+    ),
+    # 13. Bodies that are not JSON, or not declared as JSON.
+    Hostile("malformed JSON", "POST", "/sessions/s1/messages", 400, "{not json", loc=["body"]),
+    Hostile("a JSON array", "POST", "/sessions/s1/context", 400, "[1, 2]", loc=["body"]),
+    *(
+        Hostile(
+            f"JSON sent as {content_type or 'no content type'}",
+            "POST",
+            "/sessions/s1/messages",
+            415,
+            json.dumps(message()),
+            content_type=content_type,
+            loc=["header", "Content-Type"],
+        )
+        for content_type in ("text/plain", "application/x-www-form-urlencoded", "")
+    ),
+    Hostile(
+        "a form",
+        "POST",
+        "/sessions/s1/messages",
+        415,
+        "role=user&content=hello",
+        content_type="application/x-www-form-urlencoded",
+        loc=["header", "Content-Type"],
+    ),
+    Hostile(
+        "multipart",
+        "POST",
+        "/memories",
+        415,
+        b'--b\r\nContent-Disposition: form-data; name="content"\r\n\r\nx\r\n--b--\r\n',
+        content_type="multipart/form-data; boundary=b",
+        loc=["header", "Content-Type"],
+    ),
+    Hostile(
+        "a session id with a trailing space (a domain check)",
+        "POST",
+        "/sessions/s1%20/context",
+        422,
+        {},
+        loc=["path", "session_id"],
+    ),
+    Hostile(
+        "an escaped lone surrogate",
+        "POST",
+        "/sessions/s1/messages",
+        422,
+        '{"role": "user", "content": "half \\ud800 a pair"}',
+        loc=["body", "content"],
+    ),
+    Hostile(
+        "invalid UTF-8 bytes",
+        "POST",
+        "/sessions/s1/messages",
+        422,
+        b'{"role": "user", "content": "bad \xff bytes"}',
+        loc=["body", "content"],
+    ),
+    Hostile(
+        "more query parameters than Django takes",
+        "GET",
+        "/search",
+        400,
+        query={"q": ["hello"] * 1001},
+    ),
+    Hostile(
+        "a Host not allowed",
+        "GET",
+        "/sessions",
+        400,
+        headers={"Host": "evil.example"},
+    ),
+    # 13. Methods a path does not take: 405 in the same shape, with Allow.
+    Hostile("PUT on /memories", "PUT", "/memories", 405, message()),
+    Hostile("DELETE on /search", "DELETE", "/search", 405),
+    Hostile("PATCH on messages", "PATCH", "/sessions/s1/messages", 405, message()),
+    Hostile("GET on context", "GET", "/sessions/s1/context", 405),
+    Hostile("POST on health", "POST", "/health", 405, {}),
+    Hostile("OPTIONS on sessions", "OPTIONS", "/sessions", 405),
+    Hostile("PUT on a memory", "PUT", "/memories/{memory}", 405, {"content": "y"}),
+    # Paths that lead nowhere.
+    Hostile("an unknown path", "POST", "/nowhere", 404, message()),
+    Hostile("a memory id that is not a number", "PATCH", "/memories/abc", 404, {}),
+    Hostile("a memory id beyond 64 bits", "PATCH", "/memories/" + "9" * 30, 404, {}),
+    # 17. Content one emoji over the limit, escaped as clients send it: 413, not stored.
+    Hostile(
+        "one emoji over max_content_bytes, escaped",
+        "POST",
+        "/sessions/s1/messages",
+        413,
+        escaped(EMOJI * (MIB // 4 + 1)),
+        loc=["body", "content"],
+    ),
+]
+
+
+@pytest.fixture
+def existing(api, fake_embedder):
+    """A message (embedded, so that vector search runs) and a memory of the agent."""
+    found = message_add(agent_id="agent-a", session_id="s0", role="user", content="hello there")
+    vectors.embed_pending()
+    memory = memory_create(agent_id="agent-a", content="likes tea", memory_type="fact", actor="t")
+    return {"message": found.pk, "memory": memory.pk}
+
+
+@dataclass(frozen=True)
+class Condition:
+    down: bool
+    fallback: Path  # the JSONL folder a message goes to while the database is down
+
+
+@pytest.fixture(params=["database up", "database down, JSONL fallback on"])
+def condition(request, settings, tmp_path, monkeypatch) -> Condition:
+    settings.ORCA = dataclasses.replace(settings.ORCA, jsonl_backup=True, data_dir=tmp_path)
+    down = request.param.startswith("database down")
+    if down:
+
+        def unavailable(**fields: Any) -> None:
+            raise OperationalError("unable to open database file")
+
+        # As when SQLite cannot be opened: the insert fails after the message was checked, and
+        # POST .../messages keeps it in the fallback instead.
+        monkeypatch.setattr(MainMessage.objects, "create", unavailable)
+    return Condition(down=down, fallback=tmp_path / "jsonl")
+
+
+def stored(fallback: Path) -> dict[str, Any]:
+    with connection.cursor() as cursor:
+        counts: dict[str, Any] = {}
+        for table in TABLES:
+            cursor.execute(f'SELECT count(*) FROM "{table}"')
+            counts[table] = cursor.fetchone()[0]
+    counts["fallback lines"] = sorted(
+        (str(path.relative_to(fallback)), path.read_bytes())
+        for path in (fallback.rglob("*") if fallback.exists() else ())
+        if path.is_file()
+    )
+    return counts
+
+
+def send(client, api, case: Hostile, ids: dict[str, int]):
+    body = case.body
+    if isinstance(body, dict):
+        body = json.dumps(body)
+    return client.generic(
+        case.method,
+        "/api/v1" + case.path.format(**ids),
+        data=body or "",
+        content_type=case.content_type,
+        headers={**api.headers, **case.headers},
+        query_params=case.query,
+    )
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+def test_a_hostile_request_gets_its_4xx_in_the_one_error_shape_and_stores_nothing(
+    client, api, existing, condition, case
+):
+    before = stored(condition.fallback)
+
+    response = send(client, api, case, existing)
+
+    assert response.status_code == case.status, response.content
+    assert response["Content-Type"].startswith(JSON)
+    body = response.json()
+    assert stored(condition.fallback) == before
+    if case.status == 200:
+        assert body["mode"] == case.query["mode"]  # vector search did run, not its fallback
+        return
+    assert set(body) == {"detail", "errors"}
+    assert isinstance(body["detail"], str) and body["detail"]
+    assert all(set(e) == {"loc", "msg"} and isinstance(e["loc"], list) for e in body["errors"])
+    if case.status in (413, 415, 422):  # about a part of the request: it says which
+        assert body["errors"], body
+    if case.loc is not None:
+        assert body["errors"][0]["loc"] == case.loc, body
+    if case.status == 405:
+        assert body["errors"] == [] and response["Allow"]
+
+
+def test_the_outage_rows_above_do_reach_the_fallback_when_a_message_is_valid(
+    client, api, existing, condition
+):
+    response = send(
+        client, api, Hostile("valid", "POST", "/sessions/s1/messages", 0, message()), existing
+    )
+
+    if condition.down:
+        assert response.status_code == 202
+        (line,) = (condition.fallback / "agent-a" / "s1.jsonl").read_text("utf-8").splitlines()
+        assert json.loads(line)["content"] == "hello"
+    else:
+        assert response.status_code == 201
+
+
+@pytest.mark.parametrize(
+    "content",
+    [EMOJI * (MIB // 4), "\x01" * MIB, "é" * (MIB // 2)],
+    ids=["emoji, 12 bytes each escaped", "control characters, 6 each", "e-acute, 6 per 2"],
+)
+def test_content_of_exactly_max_content_bytes_is_stored_however_it_is_escaped(api, content):
+    body = escaped(content)
+    assert len(content.encode()) == MIB and len(body) >= 3 * MIB
+
+    response = api.post("/sessions/s1/messages", body)
+
+    assert response.status_code == 201, response.content[:300]
+    assert MainMessage.objects.get().content == content
+
+
+@pytest.mark.parametrize(
+    "content_type", ["application/json; charset=utf-8", "application/merge-patch+json"]
+)
+def test_a_json_body_declared_with_a_charset_or_a_json_suffix_is_taken(client, api, content_type):
+    response = client.post(
+        "/api/v1/sessions/s1/messages",
+        json.dumps(message()),
+        content_type=content_type,
+        headers=api.headers,
+    )
+
+    assert response.status_code == 201
+    assert MainMessage.objects.count() == 1
+
+
+# --- recovery: an outage with the JSONL fallback on, hostile messages among the rest ---
+
+# Odd but valid: every one is accepted during the outage and imported once the database is back.
+ACCEPTED_DURING_AN_OUTAGE = [
+    ("s1", {"role": "user", "content": "断网时的消息"}),
+    ("s1", {"role": "assistant", "content": "👩\u200d👩\u200d👧 family, 🇨🇳 flag, 𝔘𝔫𝔦𝔠𝔬𝔡𝔢"}),
+    ("s1", {"role": "user", "content": "\u202eright-to-left\u202c, zero\u200bwidth\u200djoiner"}),
+    ("s1", {"role": "user", "content": "\ufeffbyte-order mark first, e\u0301 combining"}),
+    ("s1", {"role": "user", "content": "line\u2028separator\u2029paragraph\u0085NEL\r\nCRLF\t"}),
+    ("s1", {"role": "user", "content": "\uffff noncharacter, \ue000 private, \U0010ffff last"}),
+    ("s1", {"role": "tool", "content": "\x01\x1f\x7f control characters", "msg_type": "error"}),
+    ("s1", {"role": "user", "content": '{"role": "system"}\n{"not": "a second line"}'}),
+    ("s1", {"role": "user", "content": "said twice"}),
+    ("s1", {"role": "user", "content": "said twice"}),
+    (
+        "s1",
+        {
+            "role": "system",
+            "content": "numbers and keys at the edges",
+            "metadata": {
+                "big": 10**30,
+                "tiny": 5e-324,
+                "largest": 1.7976931348623157e308,
+                "minus zero": -0.0,
+                "键": ["值", None, True],
+                "\u202e": {"deep": [[[{}]]]},
+            },
+        },
+    ),
+    ("会话 2 🙂", {"role": "user", "content": "a session id with spaces, CJK and an emoji"}),
+]
+# Refused during the outage as they are with the database up: no line in the fallback.
+REFUSED_DURING_AN_OUTAGE = [
+    ("s1", '{"role": "user", "content": "x", "metadata": {"x": NaN}}', JSON, 422),
+    ("s1", '{"role": "user", "content": "x", "metadata": {"x": [Infinity]}}', JSON, 422),
+    ("s1", '{"role": "user", "content": "x", "metadata": {"x": 1e400}}', JSON, 422),
+    ("s1", '{"role": "user", "content": "half \\ud800 a pair"}', JSON, 422),
+    ("s1", '{"role": "user", "content": "nul \\u0000 inside"}', JSON, 422),
+    ("s1", b'{"role": "user", "content": "bad \xff bytes"}', JSON, 422),
+    ("s1", '{"role": "user", "content": "x"}', "text/plain", 415),
+    ("s1", json.dumps({"role": "user", "content": "x" * 1001}), JSON, 413),
+    ("s1 ", '{"role": "user", "content": "x"}', JSON, 422),
+]
+POST_DURING_THE_OUTAGE = """
+import json
+from urllib.parse import quote
+from django.test import Client
+
+requests = json.loads(open(REQUESTS, encoding="utf-8", errors="surrogateescape").read())
+client = Client(SERVER_NAME="localhost")
+statuses = []
+for session, body, content_type in requests:
+    response = client.generic(
+        "POST",
+        f"/api/v1/sessions/{quote(session, safe='')}/messages",
+        data=body.encode("utf-8", "surrogateescape"),
+        content_type=content_type,
+        headers={"Authorization": "Bearer " + KEY},
+    )
+    statuses.append(response.status_code)
+print(json.dumps(statuses))
+"""
+STORED_ROWS = """
+import json
+from memory.models import MainMessage
+rows = MainMessage.objects.order_by("id").values_list(
+    "session_id", "role", "content", "msg_type", "metadata"
+)
+print(json.dumps([list(row) for row in rows]))
+"""
+
+
+@pytest.mark.slow
+def test_after_an_outage_every_message_accepted_into_the_fallback_is_imported(tmp_path):
+    good, broken = str(tmp_path / "good.db"), str(tmp_path / "broken.db")
+    manage(tmp_path, "migrate", "--no-input", ORCA_DB_PATH=good)
+    key = last_line(manage(tmp_path, "create_api_key", "--agent", "a1", ORCA_DB_PATH=good))
+    (tmp_path / "broken.db").mkdir()  # a directory: SQLite cannot open it
+    requests = [
+        (session, json.dumps(body), JSON) for session, body in ACCEPTED_DURING_AN_OUTAGE
+    ] + [
+        (session, body.decode("utf-8", "surrogateescape") if isinstance(body, bytes) else body, ct)
+        for session, body, ct, _ in REFUSED_DURING_AN_OUTAGE
+    ]
+    (tmp_path / "requests.json").write_text(json.dumps(requests), "utf-8", "surrogateescape")
+    script = tmp_path / "post.py"
+    script.write_text(
+        f"KEY = {key!r}\nREQUESTS = {str(tmp_path / 'requests.json')!r}\n" + POST_DURING_THE_OUTAGE,
+        "utf-8",
+    )
+
+    outage = manage(
+        tmp_path,
+        "shell",
+        "-c",
+        f"exec(open({str(script)!r}).read())",
+        ORCA_DB_PATH=broken,
+        ORCA_JSONL_BACKUP="1",
+        ORCA_MAX_CONTENT_BYTES="1000",
+    )
+
+    statuses = json.loads(last_line(outage))
+    assert statuses == [202] * len(ACCEPTED_DURING_AN_OUTAGE) + [
+        status for *_, status in REFUSED_DURING_AN_OUTAGE
+    ]
+    fallback = tmp_path / "data" / "jsonl" / "a1"
+    lines = sum(path.read_bytes().count(b"\n") for path in fallback.rglob("*.jsonl"))
+    assert lines == len(ACCEPTED_DURING_AN_OUTAGE)  # and none of the refused
+
+    manage(tmp_path, "migrate_jsonl", str(fallback), "--agent", "a1", ORCA_DB_PATH=good)
+
+    rows = json.loads(last_line(manage(tmp_path, "shell", "-c", STORED_ROWS, ORCA_DB_PATH=good)))
+    expected = [
+        [
+            session,
+            body["role"],
+            body["content"],
+            body.get("msg_type", "normal"),
+            body.get("metadata"),
+        ]
+        for session, body in ACCEPTED_DURING_AN_OUTAGE
+    ]
+    assert sorted(map(json.dumps, rows)) == sorted(map(json.dumps, expected))
