@@ -3,6 +3,9 @@
 - The access log names each request by its path alone: query strings carry what people and
   agents search for (`GET /api/v1/search?q=...`, the dashboard's `?q=`), and a log is read by
   more people, and kept longer, than the database.
+- The embedding provider is resolved once, in the master (`on_starting`), and handed to every
+  worker, including those gunicorn starts later in place of one that died: installing the
+  local model under a running server changes nothing until it restarts.
 - No control socket: gunicorn's default is one path per user (`$XDG_RUNTIME_DIR/gunicorn.ctl`
   or `~/.gunicorn/gunicorn.ctl`), shared by every gunicorn of that user on the host, and
   stopping any of them deletes it for all. The service is stopped with its signals (Ctrl-C in
@@ -11,6 +14,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -47,3 +51,15 @@ class PathOnlyAccessLogger(Logger):
 
 
 logger_class = PathOnlyAccessLogger
+
+
+def on_starting(server: Any) -> None:
+    from memory.embeddings import resolve_provider
+    from orca_memory.config import ConfigError, load_config
+
+    try:
+        provider = resolve_provider(load_config())
+    except ConfigError:
+        return  # each worker stops with the message that names the problem
+    os.environ["ORCA_EMBEDDING_PROVIDER"] = provider
+    server.log.info("Embedding provider: %s", provider)
