@@ -5,7 +5,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 LOCAL_STAMP := $(VENV)/.installed-local
 UV_VERSION := 0.13.8
+# Where `make run` serves (gunicorn's --bind): `make run BIND=0.0.0.0:9000`. The addresses it
+# prints are SITE_URL: the same host and port, with 127.0.0.1 for "every interface".
 BIND := 127.0.0.1:8000
+SITE_URL := http://$(subst [::]:,[::1]:,$(subst 0.0.0.0:,127.0.0.1:,$(BIND)))
 
 .PHONY: install install-local browser run test lint bench loadtest eval clean
 
@@ -14,27 +17,30 @@ install: $(STAMP)
 # The optional `local` embedding provider (PyTorch, several GB): tests and CI need it.
 install-local: $(LOCAL_STAMP)
 
-# uv installs from its cache by hardlinks, so fresh clones share one copy of each wheel.
+# uv installs from its cache by hardlinks, so fresh clones share one copy of each wheel. It
+# compiles the bytecode once here: otherwise every command compiles ~800 modules again where
+# PYTHONDONTWRITEBYTECODE is set or the venv is read-only (create_api_key: 2 s instead of 0.7).
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
-	$(BIN)/uv pip install --quiet --python $(BIN)/python -r requirements-dev.txt
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -r requirements-dev.txt
 	touch $@
 
 $(LOCAL_STAMP): $(STAMP) requirements-local.txt
-	$(BIN)/uv pip install --quiet --python $(BIN)/python -r requirements-local.txt
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -r requirements-local.txt
 	touch $@
 
 run: install
 	$(BIN)/python manage.py migrate --no-input
 	$(BIN)/python manage.py collectstatic --no-input --verbosity 0
-	$(BIN)/python manage.py ensure_admin
+	$(BIN)/python manage.py ensure_admin --url $(SITE_URL)/
 	@echo ""
-	@echo "orca-memory is starting on http://$(BIND)/"
-	@echo "  health:   http://$(BIND)/api/v1/health"
-	@echo "  API docs: http://$(BIND)/api/v1/docs"
-	@echo "  dashboard: http://$(BIND)/   admin: http://$(BIND)/admin/"
+	@echo "orca-memory is starting on $(SITE_URL)/ (change it with 'make run BIND=host:port')"
+	@echo "  health:   $(SITE_URL)/api/v1/health"
+	@echo "  API docs: $(SITE_URL)/api/v1/docs"
+	@echo "  dashboard: $(SITE_URL)/   admin: $(SITE_URL)/admin/"
 	@echo "  API key:  $(BIN)/python manage.py create_api_key --agent NAME"
+	@echo "  example:  ORCA_URL=$(SITE_URL) ORCA_API_KEY=... $(BIN)/python examples/agent_client.py"
 	@echo "  semantic search: set SILICONFLOW_API_KEY, or run 'make install-local' for an offline model"
 	@echo ""
 	PATH="$(CURDIR)/$(BIN):$$PATH" ORCA_BIND=$(BIND) $(BIN)/honcho start -f Procfile

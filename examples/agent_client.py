@@ -1,8 +1,11 @@
 """A minimal agent talking to orca-memory over HTTP (httpx).
 
-    export ORCA_URL=http://127.0.0.1:8000
+    export ORCA_URL=http://127.0.0.1:8000   # the default; what `make run` printed if not
     export ORCA_API_KEY=$(.venv/bin/python manage.py create_api_key --agent demo | tail -1)
     .venv/bin/python examples/agent_client.py
+
+ORCA_URL is the server's address without /api/v1: `make run` serves BIND (127.0.0.1:8000
+unless `make run BIND=host:port`) and prints it.
 
 It stores a short conversation, lets a sub-agent work on one turn (its transcript stays
 apart; only its result joins the conversation), then asks for the context of the next LLM
@@ -17,13 +20,28 @@ import uuid
 
 import httpx
 
+DEFAULT_URL = "http://127.0.0.1:8000"
+
 
 def main() -> int:
-    base_url = os.environ.get("ORCA_URL", "http://127.0.0.1:8000").rstrip("/") + "/api/v1"
+    server = os.environ.get("ORCA_URL", DEFAULT_URL).rstrip("/")
     key = os.environ.get("ORCA_API_KEY")
     if not key:
         print("Set ORCA_API_KEY (manage.py create_api_key --agent demo).", file=sys.stderr)
         return 2
+    try:
+        return talk(f"{server}/api/v1", key)
+    except httpx.ConnectError as exc:
+        print(
+            f"No orca-memory server answers at {server} ({exc}). Start one with `make run`, "
+            "or set ORCA_URL to the address it printed (make run BIND=host:port changes it).",
+            file=sys.stderr,
+        )
+        return 1
+
+
+def talk(base_url: str, key: str) -> int:
+    """Store a conversation and a sub-agent run, then print the next call's context."""
     session = f"demo-{uuid.uuid4().hex[:8]}"
     with httpx.Client(
         base_url=base_url, headers={"Authorization": f"Bearer {key}"}, timeout=10

@@ -6,3 +6,11 @@ from django.apps import AppConfig
 class MemoryConfig(AppConfig):
     name = "memory"
     verbose_name = "Memory"
+
+    def ready(self) -> None:
+        # The embedding provider is resolved once, as each process starts (web, task worker,
+        # command): installing the local model under a running server changes nothing until
+        # it restarts, and the web process and the worker started together agree.
+        from memory import embeddings
+
+        embeddings.provider_name()

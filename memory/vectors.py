@@ -69,7 +69,8 @@ def vector_search_status(embedder: Embedder | None = None) -> VectorStatus:
         return VectorStatus(False, "no embedding provider is configured", None)
     stored = _stored_signature()
     if stored == embedder.signature:
-        return VectorStatus(True, None, embedder.signature)
+        not_loaded = _model_not_loaded(embedder)
+        return VectorStatus(not_loaded is None, not_loaded, embedder.signature)
     if index.vectors_exist():
         return VectorStatus(
             False,
@@ -85,6 +86,15 @@ def vector_search_status(embedder: Embedder | None = None) -> VectorStatus:
         "on its first run",
         embedder.signature,
     )
+
+
+def _model_not_loaded(embedder: Embedder) -> str | None:
+    """Why the process's model cannot embed a query yet (a server loads the local model in
+    the background at start, never in a request), or None when it can."""
+    if isinstance(embedder, LocalEmbedder):
+        reason = embedder.unavailable_reason()
+        return f"{embedder.signature}: {reason}" if reason else None
+    return None
 
 
 def rebuild_index(signature: Signature) -> None:
@@ -348,7 +358,9 @@ def query_embedding(query: str, embedder: Embedder | None = None) -> QueryEmbedd
 @lru_cache(maxsize=1024)
 def query_vector(embedder: Embedder, text: str) -> tuple[float, ...]:
     """A search query's embedding, cached: agents repeat queries, providers charge per call."""
-    if isinstance(embedder, LocalEmbedder) and embedder.still_loading():
-        # A server's first searches would otherwise wait ~15 s for the model; they degrade.
-        raise EmbeddingError(f"{embedder.signature}: the model is still loading")
+    # A query never loads the model (~15 s, past gunicorn's timeout): until the background
+    # load ends, search and context degrade to lexical.
+    not_loaded = _model_not_loaded(embedder)
+    if not_loaded:
+        raise EmbeddingError(not_loaded)
     return tuple(embedder.embed([text[:MAX_EMBED_CHARS]])[0])

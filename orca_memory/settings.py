@@ -54,13 +54,14 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
-    "django_tasks_db",
     "django_htmx",
     "axes",  # sign-in throttling (AXES_* below)
     # Serves the API docs' Swagger UI from static files rather than a CDN (no network needed).
     "ninja",
     "memory",
     "subagents",
+    # After memory: memory's `db_worker` command replaces this package's (see its docstring).
+    "django_tasks_db",
 ]
 
 MIDDLEWARE = [

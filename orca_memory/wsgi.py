@@ -35,8 +35,8 @@ def _say_loudly_if_the_database_is_unavailable() -> None:
 
 
 def _warm_up_the_local_model() -> None:
-    """Load the local embedding model in the background of each server process: the first
-    search or context call would otherwise wait for it (until then, they are lexical)."""
+    """Load the local embedding model in the background of each server process, at start: a
+    request never loads it (until it is loaded, search and context are lexical and say why)."""
     from memory.embeddings import LocalEmbedder, configured_embedder
 
     embedder = configured_embedder()

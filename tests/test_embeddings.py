@@ -141,6 +141,7 @@ def test_auto_picks_siliconflow_with_a_key_then_local_then_none(settings, monkey
         monkeypatch.setattr(embeddings, "local_installed", lambda: True)
         assert embeddings.provider_name() == "local"
         monkeypatch.setattr(embeddings, "local_installed", lambda: False)
+        embeddings.provider_name.cache_clear()  # resolved once per process
         assert embeddings.provider_name() == "none"
         assert embeddings.configured_embedder() is None
 
@@ -218,7 +219,7 @@ def test_while_a_server_warms_the_local_model_up_queries_degrade_instead_of_wait
     model = warming_up(monkeypatch, load_model)
 
     assert context_degradations(model) == [
-        "the query could not be embedded: local/all-MiniLM-L6-v2 (384 dims): "
+        "vector search is unavailable: local/all-MiniLM-L6-v2 (384 dims): "
         "the model is still loading"
     ]
     release.set()

@@ -56,7 +56,10 @@ HOSTILE_LINES = [
     (b'{"role": "user", "content": "x", "metadata": {"x": 1e400}}', "number '1e400' is out of"),
     (b'{"role": "user", "content": "x", "metadata": {"x": ' + b"1" * 5000 + b"}}", "malformed"),
     (b'{"role": "user", "content": "lone \\ud800"}', "content is not valid UTF-8"),
-    (b'{"role": "user", "content": "x", "metadata": {"\\udc80": 1}}', "metadata is not valid UTF-8"),
+    (
+        b'{"role": "user", "content": "x", "metadata": {"\\udc80": 1}}',
+        "metadata is not valid UTF-8",
+    ),
     (b'{"role": "user", "content": "x", "metadata": {"k": "\\udfff"}}', "metadata is not valid"),
     (b'{"role": "user", "content": "nul \\u0000"}', "content must not contain NUL"),
     (line(metadata=nested(25)), "metadata is nested deeper than 20 levels"),

@@ -179,6 +179,9 @@ class Command(BaseCommand):
                 f"127.0.0.1:{port}",
                 "--workers",
                 str(workers),
+                # gunicorn's default control socket is one per user: stopping this server
+                # would delete the one of the user's own (orca_memory/gunicorn_conf.py).
+                "--no-control-socket",
             ],
             cwd=settings.BASE_DIR,
             env=env,
