@@ -52,6 +52,7 @@ RECALL_CANDIDATES = MAX_K
 # A recalled message longer than this is shown cut, so one pasted document cannot take the
 # whole recall budget.
 RECALL_MESSAGE_TOKENS = 300
+RECALL_MIN_ROOM = 20
 # Two texts "say the same" above this bigram similarity (the consolidation's dedup rule).
 DUPLICATE_SIMILARITY = 0.8
 
@@ -375,7 +376,8 @@ def _says_the_same(a: str, b: str) -> bool:
 
 
 class _RecallFiller:
-    """Hits in rank order, each followed by the reply after it, while they fit the allowance.
+    """Hits in rank order, each followed by the reply after it, while they fit the allowance;
+    with room left once every hit was tried, the turns around the best hits.
 
     `fill` may be called again with a larger allowance: what was chosen stays, and the hits
     that did not fit are tried again. `skip` maps message ids that must not appear to the
@@ -389,10 +391,12 @@ class _RecallFiller:
         self.items: dict[int, Item] = {}
         self.sessions: set[str] = set()
         self.used = _header_tokens(RECALL_HEADER)
-        self.replies = _replies_of(hits)
+        self.around = index.messages_around(hit.message.pk for hit in hits)
+        self.rows: dict[int, MainMessage] = {}
 
     def fill(self, allowance: int) -> tuple[list[Item], list[LeftOut]]:
         left_out: list[LeftOut] = []
+        self._load("after")
         for hit in self.hits:
             message = hit.message
             if message.pk in self.items:
@@ -402,8 +406,33 @@ class _RecallFiller:
             elif not self._add(message, hit.score, self.method, allowance):
                 left_out.append(LeftOut(message.pk, "over budget"))
             else:
-                self._add_reply(message, allowance)
+                self._add_neighbour(self.around[message.pk].after, allowance)
+        if self._room(allowance):
+            self._widen(allowance)
         return _in_time_order(self.items.values()), left_out
+
+    def _widen(self, allowance: int) -> None:
+        """The message before each recalled hit and the one after its reply, best hits first:
+        an answer can take more than one turn, and a question can come before the hit."""
+        self._load("before", "after_next")
+        for hit in self.hits:
+            if hit.message.pk in self.items and self._room(allowance):
+                around = self.around[hit.message.pk]
+                self._add_neighbour(around.before, allowance)
+                self._add_neighbour(around.after_next, allowance)
+
+    def _room(self, allowance: int) -> bool:
+        # Less than a short line left is no room.
+        return allowance - self.used > RECALL_MIN_ROOM
+
+    def _load(self, *fields: str) -> None:
+        wanted = {getattr(a, f) for a in self.around.values() for f in fields} - {None}
+        self.rows |= MainMessage.objects.in_bulk(wanted - set(self.rows))
+
+    def _add_neighbour(self, message_id: int | None, allowance: int) -> None:
+        message = self.rows.get(message_id) if message_id is not None else None
+        if message is not None and message.pk not in self.items and message.pk not in self.skip:
+            self._add(message, None, "neighbour", allowance)
 
     def _add(self, message: MainMessage, score: float | None, how: str, allowance: int) -> bool:
         line = recalled_line(message)
@@ -428,19 +457,6 @@ class _RecallFiller:
             },
         )
         return True
-
-    def _add_reply(self, message: MainMessage, allowance: int) -> None:
-        """The message after a recalled one, if it fits: LoCoMo answers often sit in it."""
-        reply = self.replies.get(message.pk)
-        if reply is not None and reply.pk not in self.items and reply.pk not in self.skip:
-            self._add(reply, None, "neighbour", allowance)
-
-
-def _replies_of(hits: list[SearchHit]) -> dict[int, MainMessage]:
-    """The message after each hit in its session, in two queries."""
-    following = index.next_messages(hit.message.pk for hit in hits)
-    rows = MainMessage.objects.in_bulk(set(following.values()))
-    return {hit_id: rows[reply_id] for hit_id, reply_id in following.items() if reply_id in rows}
 
 
 def _in_time_order(items: Iterable[Item]) -> list[Item]:
