@@ -194,6 +194,11 @@ class SearchFilters(Schema):
     msg_type: MessageType | None = None
     since: Moment | None = None
     until: Moment | None = None
+    exclude_session: str | None = Field(
+        None,
+        description="leave this session's messages out (the caller's current session), "
+        "before the lists are fused",
+    )
 
 
 class SearchHitOut(Schema):
@@ -438,7 +443,11 @@ def list_summaries(request: HttpRequest, session_id: str) -> Any:
 
 @router.get("/search", response=SearchOut, tags=["search"])
 def search_messages(request: HttpRequest, filters: Query[SearchFilters]) -> dict[str, Any]:
-    """The agent's messages best matching `q`; sub-agent transcripts are never searched."""
+    """The agent's messages best matching `q`; sub-agent transcripts are never searched.
+
+    A message stored in the last 10 minutes whose text is `q` itself (the question the agent
+    just stored) is left out, as is `exclude_session`: neither takes a place or changes how
+    the others rank."""
     result = search(
         agent_id=request.auth,
         query=filters.q,
@@ -449,6 +458,7 @@ def search_messages(request: HttpRequest, filters: Query[SearchFilters]) -> dict
         msg_type=filters.msg_type,
         since=filters.since,
         until=filters.until,
+        exclude_session=filters.exclude_session,
     )
     return {
         "query": filters.q,

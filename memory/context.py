@@ -717,20 +717,20 @@ def _recall(
     )
     filler = _RecallFiller(result.hits, skip, result.mode)
     layer.items, layer.left_out = filler.fill(layer.budget)
-    freed = _drop_restated_memories(layers["long_term"], layer.items)
+    freed = _drop_restated_memories(layers["long_term"], [*layers["working"].items, *layer.items])
     if freed:
         layer.budget += freed
         layer.items, layer.left_out = filler.fill(layer.budget)
     return layer
 
 
-def _drop_restated_memories(long_term: Layer, recalled: list[Item]) -> int:
-    """Leave out the long-term memories a recalled message already says (the message carries
-    its date and its turn); returns the tokens freed."""
+def _drop_restated_memories(long_term: Layer, messages: list[Item]) -> int:
+    """Leave out the long-term memories that a message in the context (working or recalled)
+    already says: the message carries its date and its turn. Returns the tokens freed."""
     before = long_term.used
     kept: list[Item] = []
     for item in long_term.items:
-        same = next((r for r in recalled if _says_the_same(item.content, r.content)), None)
+        same = next((m for m in messages if _says_the_same(item.content, m.content)), None)
         if same is None:
             kept.append(item)
         else:

@@ -438,3 +438,21 @@ def test_a_curated_preference_outranks_a_rule_extracted_one(question, with_vecto
     assert context.identity_recall and person.curated and not extracted.curated
     assert ranked.index(person.pk) < ranked.index(extracted.pk)
     assert ranked[0] == person.pk
+
+
+def test_a_memory_that_a_working_message_says_is_left_out():
+    message = say("I am allergic to peanuts.", session="new")
+    memory = memory_create(
+        agent_id="a1",
+        content="I am allergic to peanuts.",
+        memory_type="fact",
+        actor="consolidation",
+    )
+
+    context = context_build(agent_id="a1", session_id="new", query=None, model_window=8192)
+
+    assert context.layers["long_term"].items == []
+    assert [(o.id, o.reason) for o in context.layers["long_term"].left_out] == [
+        (memory.pk, f"says the same as message {message.pk}")
+    ]
+    assert str(context.messages).count("allergic to peanuts") == 1

@@ -301,3 +301,18 @@ def test_a_chinese_query_with_an_english_only_model_is_answered_lexically(monkey
         "vectors not used: all-MiniLM-L6-v2 is English-only and the query is Chinese, "
         "Japanese or Korean"
     ]
+
+
+def test_the_api_leaves_out_the_callers_session_and_own_question(api):
+    api.post("/sessions/past/messages", {"role": "user", "content": "my kayak is red"})
+    api.post("/sessions/now/messages", {"role": "user", "content": "the kayak in the garage"})
+    api.post("/sessions/now/messages", {"role": "user", "content": "what colour is my kayak?"})
+
+    echo_left_out = api.get("/search", q="what colour is my kayak?").json()["hits"]
+    session_left_out = api.get("/search", q="kayak", exclude_session="now").json()["hits"]
+
+    assert {h["message"]["content"] for h in echo_left_out} == {
+        "my kayak is red",
+        "the kayak in the garage",
+    }
+    assert [h["message"]["session_id"] for h in session_left_out] == ["past"]
