@@ -30,7 +30,7 @@ from memory.embeddings import Embedder
 from memory.index import Filter
 from memory.models import LongTermMemory, MainMessage, MemoryType, Role, ShortTermMemory
 from memory.search import MAX_K, SearchHit, search
-from memory.text import folded, text_similarity
+from memory.text import says_the_same
 from memory.tokens import estimate_tokens, truncate_to_tokens
 from memory.vectors import QueryEmbedding, query_embedding
 from orca_memory.db.functions import speaker
@@ -366,13 +366,6 @@ def recalled_line(message: MainMessage) -> str:
 
 def _session_header(session_id: str) -> str:
     return f"Session {session_id}:"
-
-
-def _says_the_same(a: str, b: str) -> bool:
-    fa, fb = folded(a), folded(b)
-    return bool(fa and fb) and (
-        fa in fb or fb in fa or text_similarity(a, b) > DUPLICATE_SIMILARITY
-    )
 
 
 class _RecallFiller:
@@ -730,7 +723,14 @@ def _drop_restated_memories(long_term: Layer, messages: list[Item]) -> int:
     before = long_term.used
     kept: list[Item] = []
     for item in long_term.items:
-        same = next((m for m in messages if _says_the_same(item.content, m.content)), None)
+        same = next(
+            (
+                m
+                for m in messages
+                if says_the_same(item.content, m.content, threshold=DUPLICATE_SIMILARITY)
+            ),
+            None,
+        )
         if same is None:
             kept.append(item)
         else:

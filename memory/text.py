@@ -25,3 +25,19 @@ def text_similarity(a: str, b: str) -> float:
     grams_b = Counter(b[i : i + 2] for i in range(len(b) - 1))
     shared = sum((grams_a & grams_b).values())
     return 2 * shared / (len(a) - 1 + len(b) - 1)
+
+
+def says_the_same(a: str, b: str, *, threshold: float = 0.8) -> bool:
+    """Whether one text contains the other, or they are more than `threshold` similar.
+
+    Texts whose lengths differ too much cannot pass the threshold (Dice is at most
+    2 * shorter / (shorter + longer)): they are told apart without counting bigrams, which
+    keeps comparing a context's items cheap.
+    """
+    fa, fb = folded(a), folded(b)
+    if not fa or not fb:
+        return False
+    if fa in fb or fb in fa:
+        return True
+    shorter, longer = sorted((len(fa), len(fb)))
+    return 2 * shorter / (shorter + longer) > threshold and text_similarity(a, b) > threshold

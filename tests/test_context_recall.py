@@ -456,3 +456,14 @@ def test_a_memory_that_a_working_message_says_is_left_out():
         (memory.pk, f"says the same as message {message.pk}")
     ]
     assert str(context.messages).count("allergic to peanuts") == 1
+
+
+def test_says_the_same_is_containment_or_close_wording():
+    from memory.text import says_the_same
+
+    assert says_the_same("I am allergic to peanuts.", "Caroline: I am allergic to peanuts!")
+    assert says_the_same("我喜欢喝绿茶", "我喜欢喝绿茶。")
+    assert says_the_same("the user prefers green tea", "the user prefers green teas")
+    assert not says_the_same("the user prefers green tea", "the user prefers black coffee")
+    assert not says_the_same("tea", "a long message that never mentions the drink")
+    assert not says_the_same("", "anything")

@@ -16,6 +16,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from memory.tokens import estimate_tokens
 from memory.vectors import embed_pending, query_vector
 
 AGENT = "bench-agent"
+START = datetime(2026, 1, 1, tzinfo=UTC)
 WORDS = [
     "tea",
     "coffee",
@@ -156,6 +158,9 @@ class Command(BaseCommand):
                         role="user" if i % 2 == 0 else "assistant",
                         content=text,
                         token_count=estimate_tokens(text),
+                        # A message a minute, as in a conversation: one bulk insert would
+                        # otherwise give thousands of rows the same timestamp.
+                        timestamp=START + timedelta(minutes=s * per_session + i),
                     )
                 )
             with transaction.atomic():
