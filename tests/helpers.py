@@ -18,9 +18,11 @@ def service_env(home: Path, **env: str) -> dict[str, str]:
 
 
 def manage(
-    home: Path, *args: str, check: bool = True, **env: str
+    home: Path, *args: str, check: bool = True, umask: int = -1, **env: str
 ) -> subprocess.CompletedProcess[str]:
-    """`manage.py ARGS` in its own process with ORCA_HOME=home: never the test database."""
+    """`manage.py ARGS` in its own process with ORCA_HOME=home: never the test database.
+
+    `umask` sets the process's (-1 keeps ours)."""
     result = subprocess.run(
         [sys.executable, "manage.py", *args],
         cwd=ROOT,
@@ -28,6 +30,7 @@ def manage(
         capture_output=True,
         text=True,
         timeout=300,
+        umask=umask,
     )
     if check:
         assert result.returncode == 0, result.stderr

@@ -319,26 +319,27 @@ def _valid_for_openai(messages: list[dict]) -> bool:
 CALL = {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
 
 
+def tool_exchange(call_text: str) -> None:
+    """An assistant message calling a tool (CALL), then the tool's answer."""
+    for role, content, metadata in (
+        ("assistant", call_text, {"tool_calls": [CALL]}),
+        ("tool", "sunny", {"tool_call_id": "call_1"}),
+    ):
+        message_add(
+            agent_id="a1",
+            session_id="s1",
+            role=role,
+            content=content,
+            metadata=metadata,
+            summarize=False,
+        )
+
+
 def test_context_messages_are_valid_input_for_openai_compatible_chat_apis():
     from subagents.runs import subagent_finish
 
     ask = say("what's the weather?")
-    message_add(
-        agent_id="a1",
-        session_id="s1",
-        role="assistant",
-        content="checking the weather",
-        metadata={"tool_calls": [CALL]},
-        summarize=False,
-    )
-    message_add(
-        agent_id="a1",
-        session_id="s1",
-        role="tool",
-        content="sunny",
-        metadata={"tool_call_id": "call_1"},
-        summarize=False,
-    )
+    tool_exchange("checking the weather")
     say("now ask the researcher", "assistant")
     subagent_finish(parent=ask, agent_name="researcher", content="it will rain later")
     message_add(
@@ -362,22 +363,7 @@ def test_context_messages_are_valid_input_for_openai_compatible_chat_apis():
 
 
 def test_a_tool_answer_whose_call_fell_out_of_working_memory_is_sent_as_text():
-    message_add(
-        agent_id="a1",
-        session_id="s1",
-        role="assistant",
-        content="x " * 400,
-        metadata={"tool_calls": [CALL]},
-        summarize=False,
-    )
-    message_add(
-        agent_id="a1",
-        session_id="s1",
-        role="tool",
-        content="sunny",
-        metadata={"tool_call_id": "call_1"},
-        summarize=False,
-    )
+    tool_exchange("x " * 400)
 
     # The call (200 tokens) does not fit a 256 window's budget of 153.
     messages = context_build(agent_id="a1", session_id="s1", query=None, model_window=256).messages

@@ -8,13 +8,13 @@ import os
 import sqlite3
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from orca_memory.files import id_file_name, make_private, private_dir
-from tests.helpers import ROOT, last_line, service_env
+from tests import helpers
+from tests.helpers import last_line
 
 
 def mode(path: Path) -> int:
@@ -22,17 +22,8 @@ def mode(path: Path) -> int:
 
 
 def manage(home: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """manage.py in a process of its own, under umask 0: any mode not given explicitly would
-    come out 0777 or 0666."""
-    return subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env=service_env(home, **env),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        umask=0,
-    )
+    """manage.py under umask 0: any mode not given explicitly would come out 0777 or 0666."""
+    return helpers.manage(home, *args, check=False, umask=0, **env)
 
 
 # Posts a message through the API and, while the connection is open, prints the modes of the
