@@ -116,9 +116,9 @@ class WithVectorsAdmin(admin.ModelAdmin):
 
 
 def _add_invalid_input(form: forms.BaseForm, exc: InvalidInput) -> None:
-    """Show a domain check's message beside the field it names ("session_id must..."), or
-    above the form when that field is not in it."""
-    named = re.split(r"[\s.]", str(exc), maxsplit=1)[0]
+    """Show a domain check's message beside the field it names, or above the form when that
+    field is not in it."""
+    named = exc.field or re.split(r"[\s.]", str(exc), maxsplit=1)[0]
     form.add_error(named if named in form.fields else None, str(exc))
 
 

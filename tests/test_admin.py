@@ -345,6 +345,8 @@ BAD_ADMIN_MESSAGES = [
         id="metadata-forged-run",
     ),
     pytest.param({"metadata": "{not json"}, "metadata", id="metadata-malformed"),
+    pytest.param({"metadata": '{"x": NaN}'}, "metadata", id="metadata-nan"),
+    pytest.param({"metadata": '{"x": 1e400}'}, "metadata", id="metadata-infinite"),
 ]
 
 

@@ -5,6 +5,15 @@ during an outage with the JSONL fallback on (which must not keep a line either).
 Add a row for every new finding: method, path, body or query, the status expected, and where
 the error points (`loc`) when it is about one field. `{memory}` and `{message}` in a path
 stand for a memory and a message of the agent that exist, so that a refusal cannot be a 404.
+
+Findings that do not come in as a request have their table beside the surface they test, run
+by the tests there; extend the one that fits:
+- HOSTILE_IDS / GOOD_IDS (tests/test_identifiers.py): ids on every surface that takes one
+  (API, commands, admin forms, importer lines, file names);
+- HOSTILE_LINES (tests/test_jsonl_hostile.py): lines of a JSONL file for migrate_jsonl;
+- BAD_ADMIN_MESSAGES (tests/test_admin.py): what the admin's message form must refuse;
+- ODD_RUN_METADATA (tests/test_subagent_metadata.py): stored run records the pages must show;
+- HOSTILE_REQUESTS (tests/test_access_log.py): requests whose query must not reach the log.
 """
 
 from __future__ import annotations
