@@ -244,7 +244,8 @@ class LeftOutOut(Schema):
 class ContextLayerOut(Schema):
     share: int = Field(description="the layer's own part of the budget")
     budget: int = Field(description="its share plus what other layers left unused")
-    used: int
+    used: int = Field(description="the items' tokens plus the overhead")
+    overhead: int = Field(description="tokens of the section and session headers the items need")
     method: str = Field(
         description="how items were chosen: newest, similarity, lexical, access_count, hybrid, "
         "vector, mixed (see each item) or none"

@@ -110,12 +110,16 @@ class Layer:
     budget: int  # its share plus what other layers left it
     method: str
     items: list[Item]
-    overhead: int = 0  # headers the layer's items need in the prompt
+    headers: int = 0  # tokens of the section header the layer's items need in the prompt
     left_out: list[LeftOut] = field(default_factory=list)
 
     @property
+    def overhead(self) -> int:
+        return self.headers if self.items else 0
+
+    @property
     def used(self) -> int:
-        return sum(item.tokens for item in self.items) + (self.overhead if self.items else 0)
+        return sum(item.tokens for item in self.items) + self.overhead
 
 
 @dataclass
@@ -198,7 +202,8 @@ def _short_term(
             index.SUMMARY_VECTORS,
             agent_id=agent_id,
             embedding=vector,
-            k=SHORT_TERM_ITEMS + len(working_ids),
+            # Summaries of turns in working memory come back too, and are dropped below.
+            k=min(SHORT_TERM_ITEMS + len(working_ids), index.MAX_K),
             filters=[Filter("session_id", "=", session_id)],
         )
         scores = {hit.id: 1 - hit.score for hit in hits}
@@ -453,13 +458,13 @@ class _RecallFiller:
 
 
 def _in_time_order(items: Iterable[Item]) -> list[Item]:
-    """Grouped by session (sessions in order of their first recalled message), oldest first;
-    a session's first item carries its header's tokens, as rendered."""
+    """Grouped by session (sessions in order of their first recalled message), oldest first.
+
+    The item that brought a session in counts its "Session ...:" line among its tokens."""
     by_session: dict[str, list[Item]] = {}
     for item in sorted(items, key=lambda i: (i.details["timestamp"], i.id)):
         by_session.setdefault(item.details["session_id"], []).append(item)
-    ordered = [item for group in by_session.values() for item in group]
-    return ordered
+    return [item for group in by_session.values() for item in group]
 
 
 def _recall_text(items: list[Item]) -> str:

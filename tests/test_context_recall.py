@@ -453,3 +453,20 @@ def test_says_the_same_is_containment_or_close_wording():
     assert not says_the_same("the user prefers green tea", "the user prefers black coffee")
     assert not says_the_same("tea", "a long message that never mentions the drink")
     assert not says_the_same("", "anything")
+
+
+def test_the_api_explains_the_recall_layer(api):
+    api.post("/sessions/old/messages", {"role": "user", "content": "We went camping at the lake."})
+    api.post("/sessions/old/messages", {"role": "assistant", "content": "Lovely, which lake?"})
+    api.post("/sessions/new/messages", {"role": "user", "content": "where did we go camping?"})
+
+    body = api.post("/sessions/new/context", {"model_window": 4096}).json()
+
+    recall = body["explanation"]["layers"]["recall"]
+    assert [item["method"] for item in recall["items"]] == ["lexical", "neighbour"]
+    assert recall["items"][0]["details"]["session_id"] == "old"
+    assert recall["items"][0]["details"]["timestamp"].endswith("Z")
+    assert recall["used"] == sum(item["tokens"] for item in recall["items"]) + recall["overhead"]
+    assert recall["overhead"] == 10  # "Recalled from earlier conversations:" and a blank line
+    assert body["explanation"]["query_source"] == "newest user message"
+    assert "Session old:" in body["messages"][0]["content"]
