@@ -425,7 +425,11 @@ def scope_token(value: str) -> str:
 
 
 def lexical_table_sql(table: LexicalTable) -> list[tuple[str, str]]:
-    """(forward, reverse) statements: the FTS5 table, then its triggers."""
+    """(forward, reverse) statements: the FTS5 table, then its triggers.
+
+    The migrations hold this text frozen: a change here needs a migration that creates the new
+    text (tests/test_migrations.py compares the migrated schema with this).
+    """
     columns = [*TEXT_COLUMNS, *table.scopes]
     create = (
         f"CREATE VIRTUAL TABLE {_q(table.name)} USING fts5({', '.join(columns)}, "

@@ -3,12 +3,36 @@
 import django.db.models.functions.datetime
 from django.db import migrations, models
 
-from memory import index
-
 # Adding these fields makes Django rebuild both tables, which drops their FTS triggers: the
 # first operation recreates them when this migration is reversed, the last when applied.
-_REBUILT = (index.SUMMARY_TEXT, index.MEMORY_TEXT)
-_TRIGGERS = [sql for table in _REBUILT for sql in index.lexical_trigger_sql(table)]
+# (forward, reverse) per trigger, as literal text (issue 16): the triggers of
+# fts_short_term_memories, then those of fts_long_term_memories.
+TRIGGERS = [
+    (
+        'CREATE TRIGGER "fts_short_term_memories_sync_insert" AFTER INSERT ON "short_term_memories" BEGIN INSERT INTO "fts_short_term_memories" (rowid, body, cjk, ctx, agent_id, session_id) VALUES (new.id, orca_fts_words(new.content), orca_cjk_terms(new.content), \'\', \'s\' || lower(hex(new."agent_id")), \'s\' || lower(hex(new."session_id"))); END',
+        'DROP TRIGGER "fts_short_term_memories_sync_insert"',
+    ),
+    (
+        'CREATE TRIGGER "fts_short_term_memories_sync_delete" AFTER DELETE ON "short_term_memories" BEGIN DELETE FROM "fts_short_term_memories" WHERE rowid = old.id; END',
+        'DROP TRIGGER "fts_short_term_memories_sync_delete"',
+    ),
+    (
+        'CREATE TRIGGER "fts_short_term_memories_sync_update" AFTER UPDATE OF "content", "agent_id", "session_id" ON "short_term_memories" BEGIN DELETE FROM "fts_short_term_memories" WHERE rowid = old.id; INSERT INTO "fts_short_term_memories" (rowid, body, cjk, ctx, agent_id, session_id) VALUES (new.id, orca_fts_words(new.content), orca_cjk_terms(new.content), \'\', \'s\' || lower(hex(new."agent_id")), \'s\' || lower(hex(new."session_id"))); END',
+        'DROP TRIGGER "fts_short_term_memories_sync_update"',
+    ),
+    (
+        'CREATE TRIGGER "fts_long_term_memories_sync_insert" AFTER INSERT ON "long_term_memories" BEGIN INSERT INTO "fts_long_term_memories" (rowid, body, cjk, ctx, agent_id) VALUES (new.id, orca_fts_words(new.content), orca_cjk_terms(new.content), \'\', \'s\' || lower(hex(new."agent_id"))); END',
+        'DROP TRIGGER "fts_long_term_memories_sync_insert"',
+    ),
+    (
+        'CREATE TRIGGER "fts_long_term_memories_sync_delete" AFTER DELETE ON "long_term_memories" BEGIN DELETE FROM "fts_long_term_memories" WHERE rowid = old.id; END',
+        'DROP TRIGGER "fts_long_term_memories_sync_delete"',
+    ),
+    (
+        'CREATE TRIGGER "fts_long_term_memories_sync_update" AFTER UPDATE OF "content", "agent_id" ON "long_term_memories" BEGIN DELETE FROM "fts_long_term_memories" WHERE rowid = old.id; INSERT INTO "fts_long_term_memories" (rowid, body, cjk, ctx, agent_id) VALUES (new.id, orca_fts_words(new.content), orca_cjk_terms(new.content), \'\', \'s\' || lower(hex(new."agent_id"))); END',
+        'DROP TRIGGER "fts_long_term_memories_sync_update"',
+    ),
+]
 
 
 class Migration(migrations.Migration):
@@ -17,8 +41,9 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.RunSQL(
-            migrations.RunSQL.noop, [forward for forward, _ in _TRIGGERS], elidable=False
+        *(
+            migrations.RunSQL(migrations.RunSQL.noop, forward, elidable=False)
+            for forward, _ in TRIGGERS
         ),
         migrations.AddField(
             model_name="longtermmemory",
@@ -125,7 +150,5 @@ class Migration(migrations.Migration):
                 ],
             },
         ),
-        migrations.RunSQL(
-            [forward for forward, _ in _TRIGGERS], [reverse for _, reverse in _TRIGGERS]
-        ),
+        *(migrations.RunSQL(forward, reverse) for forward, reverse in TRIGGERS),
     ]
