@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.text import Truncator
 
-from memory import index, tasks
+from memory import index, scheduling
 from memory.auth import api_key_create, api_key_revoke
 from memory.memories import (
     memory_create,
@@ -47,7 +47,7 @@ def _short(text: str | None) -> str:
 def reembed(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[Any]) -> None:
     # The worker embeds every row without a vector; vector_put replaces the old one.
     count = queryset.update(has_embedding=False)
-    transaction.on_commit(tasks.schedule_embedding, robust=True)
+    transaction.on_commit(scheduling.schedule_embedding, robust=True)
     modeladmin.message_user(request, f"{count} row(s) queued for embedding.")
 
 
@@ -74,7 +74,7 @@ def _save_edit(obj: MainMessage | ShortTermMemory, fields: set[str], *, embedded
     if fields & embedded:
         obj.has_embedding = False
         fields = fields | {"has_embedding"}
-        transaction.on_commit(tasks.schedule_embedding, robust=True)
+        transaction.on_commit(scheduling.schedule_embedding, robust=True)
     obj.save(update_fields=sorted(fields))
 
 
@@ -266,7 +266,7 @@ class ShortTermMemoryAdmin(WithVectorsAdmin):
             _save_edit(obj, set(form.changed_data), embedded={"content"})
         else:
             super().save_model(request, obj, form, change)
-            transaction.on_commit(tasks.schedule_embedding, robust=True)
+            transaction.on_commit(scheduling.schedule_embedding, robust=True)
 
 
 class ExpiryFilter(admin.SimpleListFilter):

@@ -26,7 +26,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from memory import embeddings, index, memories, tasks, vectors
+from memory import embeddings, index, memories, scheduling, vectors
 from memory.embeddings import EmbeddingError
 from memory.extraction import MEMORY_CHARS, Extracted, offline_extract
 from memory.extraction import sentences as _sentences
@@ -121,7 +121,7 @@ def summarize_turn(reply: MainMessage) -> ShortTermMemory:
             reply_id=reply.pk,
         )
         _keep_newest_summaries(reply.agent_id, reply.session_id)
-        transaction.on_commit(tasks.schedule_embedding, robust=True)
+        transaction.on_commit(scheduling.schedule_embedding, robust=True)
     return summary
 
 
@@ -358,7 +358,7 @@ def request_consolidation(
             reason="" if run_after is None else WINDOW_REASON,
             last_message_id=up_to,
         )
-        tasks.schedule_consolidation(run)
+        scheduling.schedule_consolidation(run)
     return run
 
 
@@ -445,7 +445,7 @@ def _claim(run_id: int, now: datetime) -> tuple[ConsolidationRun, Covered] | Non
         if run_after is not None:
             run.status, run.run_after, run.reason = RunStatus.DEFERRED, run_after, WINDOW_REASON
             run.save(update_fields=["status", "run_after", "reason"])
-            tasks.schedule_consolidation(run)
+            scheduling.schedule_consolidation(run)
             return None
         _start(run, now, end, RunStatus.RUNNING, "")
     return run, covered

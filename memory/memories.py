@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from memory import index, tasks
+from memory import index, scheduling
 from memory.models import LongTermMemory, LongTermMemoryHistory, MemoryAction, MemoryType
 from memory.validation import InvalidInput, check_content, check_datetime, check_identifier
 from memory.vectors import delete_with_vectors, drop_vectors
@@ -83,7 +83,7 @@ def memory_create(
             agent_id=agent_id, curated=by_a_person(actor), **fields
         )
         _history(memory, MemoryAction.CREATE, actor)
-        transaction.on_commit(tasks.schedule_embedding, robust=True)
+        transaction.on_commit(scheduling.schedule_embedding, robust=True)
     return memory
 
 
@@ -116,7 +116,7 @@ def memory_update(
         if "content" in changed or "memory_type" in changed:
             memory.has_embedding = False
             update.append("has_embedding")
-            transaction.on_commit(tasks.schedule_embedding, robust=True)
+            transaction.on_commit(scheduling.schedule_embedding, robust=True)
         memory.save(update_fields=update)
         _history(
             memory,
@@ -179,7 +179,7 @@ def memory_unarchive(memory: LongTermMemory, *, actor: str) -> LongTermMemory:
         memory.updated_at = timezone.now()
         memory.save(update_fields=["archived_at", "has_embedding", "updated_at"])
         _history(memory, MemoryAction.UPDATE, actor, changes={"archived_at": None})
-        transaction.on_commit(tasks.schedule_embedding, robust=True)
+        transaction.on_commit(scheduling.schedule_embedding, robust=True)
     return memory
 
 

@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.models import Count, Max, Min, QuerySet
 from django.utils import timezone
 
-from memory import jsonl, tasks
+from memory import jsonl, scheduling
 from memory.models import MainMessage, MessageType, Role, ShortTermMemory
 from memory.tokens import estimate_tokens
 from memory.validation import InvalidInput, check_content, check_identifier, check_metadata
@@ -115,9 +115,9 @@ def message_add(
         transaction.on_commit(lambda: jsonl.backup_append(message), robust=True)
     # After the commit, so the worker finds the row; background work never fails the write.
     if message.needs_embedding:
-        transaction.on_commit(tasks.schedule_embedding, robust=True)
+        transaction.on_commit(scheduling.schedule_embedding, robust=True)
     if summarize and message.role == Role.ASSISTANT:
-        transaction.on_commit(lambda: tasks.summarize_turn_task.enqueue(message.pk), robust=True)
+        transaction.on_commit(lambda: scheduling.schedule_summary(message.pk), robust=True)
     return message
 
 

@@ -1,5 +1,10 @@
 """Background tasks (Django's tasks framework, run by `manage.py db_worker`), and the recovery
-of tasks whose worker died while running them."""
+of tasks whose worker died while running them.
+
+The task functions are entry points, like API views: they call services, and no service
+imports them (services queue them through memory/scheduling.py, by path). Their paths are
+stored in queued rows, so a task function keeps its name and stays in this module.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,6 @@ import logging
 import os
 import socket
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 
 from django.core.exceptions import SuspiciousOperation
@@ -16,9 +20,9 @@ from django.tasks import TaskResultStatus, task
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
-from memory import maintenance, vectors
+from memory import maintenance, scheduling, vectors
 from memory.embeddings import EmbeddingError
-from memory.models import ConsolidationRun, MainMessage, RunStatus, ShortTermMemory
+from memory.models import MainMessage, ShortTermMemory
 
 logger = logging.getLogger(__name__)
 
@@ -36,32 +40,11 @@ def embed_pending_task() -> int:
     except EmbeddingError as exc:
         delay = vectors.retry_delay()
         logger.warning("Embedding failed (%s); retrying in %s", exc, delay)
-        schedule_embedding(delay=delay)
+        scheduling.schedule_embedding(delay=delay)
         return 0
     if done >= ROWS_PER_RUN:
-        schedule_embedding()
+        scheduling.schedule_embedding()
     return done
-
-
-def _already_scheduled() -> bool:
-    # A waiting run embeds what is pending (and queues the next while a backlog remains), so
-    # a second waiting run would only repeat it. This keeps a burst of messages, or an
-    # outage's retries, from piling up runs in the queue.
-    return DBTaskResult.objects.filter(
-        status=TaskResultStatus.READY, task_path=embed_pending_task.module_path
-    ).exists()
-
-
-def schedule_embedding(*, delay: timedelta | None = None) -> None:
-    """Queue a run of embed_pending_task unless one is already waiting."""
-    if _already_scheduled():
-        return
-    task_ = embed_pending_task
-    if delay is not None:
-        if not task_.get_backend().supports_defer:
-            return  # the immediate backend (tests) cannot wait; the next message retries
-        task_ = task_.using(run_after=timezone.now() + delay)
-    task_.enqueue()
 
 
 @task()
@@ -80,16 +63,6 @@ def summarize_turn_task(reply_id: int) -> None:
 def consolidation_task(run_id: int) -> None:
     """Run a requested consolidation, or defer it again while the agent's window lasts."""
     maintenance.run_consolidation(run_id)
-
-
-def schedule_consolidation(run: ConsolidationRun) -> None:
-    """Queue the run's task: now when it is queued, at `run_after` when it is deferred."""
-    task_ = consolidation_task
-    if run.status == RunStatus.DEFERRED:
-        if not task_.get_backend().supports_defer:
-            return  # the immediate backend (tests) cannot wait: tests call the task at run_after
-        task_ = task_.using(run_after=run.run_after)
-    task_.enqueue(run.pk)
 
 
 @task()

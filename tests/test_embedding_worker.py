@@ -250,7 +250,8 @@ def test_the_commands_explain_what_they_cannot_do(fake_embedder, monkeypatch):
 def test_the_worker_queue_holds_one_waiting_run_and_retries_later(settings, fake_embedder):
     from django_tasks_db.models import DBTaskResult
 
-    from memory.tasks import embed_pending_task, schedule_embedding
+    from memory.scheduling import schedule_embedding
+    from memory.tasks import embed_pending_task
 
     settings.TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
     schedule_embedding()
@@ -266,7 +267,7 @@ def test_the_worker_queue_holds_one_waiting_run_and_retries_later(settings, fake
 
 
 def test_a_run_embeds_a_bounded_number_of_rows_and_queues_the_next(fake_embedder, monkeypatch):
-    from memory import tasks
+    from memory import scheduling, tasks
 
     for i in range(7):
         add(f"message number {i} in a backlog")
@@ -275,6 +276,6 @@ def test_a_run_embeds_a_bounded_number_of_rows_and_queues_the_next(fake_embedder
 
     queued = []
     monkeypatch.setattr(tasks, "ROWS_PER_RUN", 2)
-    monkeypatch.setattr(tasks, "schedule_embedding", lambda **kwargs: queued.append(kwargs))
+    monkeypatch.setattr(scheduling, "schedule_embedding", lambda **kwargs: queued.append(kwargs))
     assert tasks.embed_pending_task.call() >= 2
     assert queued == [{}]  # a backlog remains: the next run is queued

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from memory import jsonl
+from memory import jsonl, jsonl_import
 from memory.messages import message_add
 from memory.models import MainMessage
 from tests.helpers import ROOT, last_line, manage, service_env
@@ -123,7 +123,7 @@ def test_importing_twice_adds_nothing_and_identical_lines_stay_two_messages(tmp_
 def test_a_crash_in_the_middle_is_completed_by_running_again(tmp_path, monkeypatch):
     write(tmp_path / "a.jsonl", *({"role": "user", "content": f"a{i}"} for i in range(3)))
     write(tmp_path / "b.jsonl", *({"role": "user", "content": f"b{i}"} for i in range(3)))
-    real = jsonl.messages.message_add
+    real = jsonl_import.messages.message_add
     calls = []
 
     def crash_on_fifth(**kwargs):
@@ -132,7 +132,7 @@ def test_a_crash_in_the_middle_is_completed_by_running_again(tmp_path, monkeypat
             raise KeyboardInterrupt("killed")
         return real(**kwargs)
 
-    monkeypatch.setattr(jsonl.messages, "message_add", crash_on_fifth)
+    monkeypatch.setattr(jsonl_import.messages, "message_add", crash_on_fifth)
     with pytest.raises(KeyboardInterrupt):
         migrate(str(tmp_path))
     assert sorted(c for (*_, c, _, _, _) in rows()) == [
@@ -141,7 +141,7 @@ def test_a_crash_in_the_middle_is_completed_by_running_again(tmp_path, monkeypat
         "a2",
     ]  # b.jsonl rolled back whole
 
-    monkeypatch.setattr(jsonl.messages, "message_add", real)
+    monkeypatch.setattr(jsonl_import.messages, "message_add", real)
     output = migrate(str(tmp_path))
     assert "a.jsonl: imported 0, skipped 3" in output and "b.jsonl: imported 3" in output
     assert MainMessage.objects.count() == 6

@@ -19,7 +19,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import IntegrityError
 
-from memory import jsonl
+from memory import jsonl_import
 from memory.models import MainMessage
 
 pytestmark = pytest.mark.django_db
@@ -153,7 +153,7 @@ def test_a_bad_file_is_reported_and_the_others_import(tmp_path):
 def test_a_line_the_database_refuses_takes_back_only_itself(tmp_path, monkeypatch):
     path = tmp_path / "s.jsonl"
     path.write_bytes(b"\n".join(line(content=c) for c in ("one", "refused", "three")) + b"\n")
-    real = jsonl.messages.message_add
+    real = jsonl_import.messages.message_add
 
     def refuse_after_writing(**fields):
         message = real(**fields)  # written, then refused: its savepoint must take it back
@@ -161,7 +161,7 @@ def test_a_line_the_database_refuses_takes_back_only_itself(tmp_path, monkeypatc
             raise IntegrityError("CHECK constraint failed")
         return message
 
-    monkeypatch.setattr(jsonl.messages, "message_add", refuse_after_writing)
+    monkeypatch.setattr(jsonl_import.messages, "message_add", refuse_after_writing)
     output = run(str(path))
 
     assert f"{path}:2: refused by the database (CHECK constraint failed)" in output
@@ -172,22 +172,22 @@ def test_a_line_the_database_refuses_takes_back_only_itself(tmp_path, monkeypatc
 def test_lines_are_committed_in_batches_so_a_crash_keeps_the_batches_before_it(
     tmp_path, monkeypatch
 ):
-    monkeypatch.setattr(jsonl, "BATCH_LINES", 2)
+    monkeypatch.setattr(jsonl_import, "BATCH_LINES", 2)
     path = tmp_path / "s.jsonl"
     path.write_bytes(b"\n".join(line(content=f"m{i}") for i in range(5)) + b"\n")
-    real = jsonl.messages.message_add
+    real = jsonl_import.messages.message_add
 
     def crash_on_m3(**fields):
         if fields["content"] == "m3":
             raise KeyboardInterrupt("killed")
         return real(**fields)
 
-    monkeypatch.setattr(jsonl.messages, "message_add", crash_on_m3)
+    monkeypatch.setattr(jsonl_import.messages, "message_add", crash_on_m3)
     with pytest.raises(KeyboardInterrupt):
         run(str(path))
     assert sorted(MainMessage.objects.values_list("content", flat=True)) == ["m0", "m1"]
 
-    monkeypatch.setattr(jsonl.messages, "message_add", real)
+    monkeypatch.setattr(jsonl_import.messages, "message_add", real)
     assert "imported 3, skipped 2" in run(str(path))
     assert MainMessage.objects.count() == 5
 

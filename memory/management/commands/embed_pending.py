@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from memory.embeddings import EmbeddingError
-from memory.tasks import schedule_embedding
+from memory.scheduling import schedule_embedding
 from memory.vectors import SignatureMismatch, embed_pending, pending_count
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from memory.jsonl import FileReport, import_file, jsonl_files
+from memory.jsonl_import import FileReport, import_file, jsonl_files
 from memory.models import DEFAULT_AGENT
 from memory.validation import InvalidInput, check_identifier
 

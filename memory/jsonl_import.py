@@ -1,0 +1,169 @@
+"""`migrate_jsonl`'s logic: import JSONL session files (memory/jsonl.py reads each line).
+
+Lines are committed in batches, each line in a savepoint: a line the checks or the database
+refuse is reported as `file:line: reason` and takes back nothing else, and after a crash the
+next run imports what is missing. Each line is stored by messages.message_add, the same flow
+as the API's, so it gets every check and the same vectors.
+"""
+
+from __future__ import annotations
+
+import codecs
+import logging
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from pathlib import Path
+from typing import BinaryIO
+
+from django.db import DatabaseError, DataError, IntegrityError, OperationalError, transaction
+
+from memory import messages
+from memory.jsonl import LineError, Parsed, line_fingerprint, parse_line
+from memory.models import MainMessage
+from memory.validation import InvalidInput
+
+logger = logging.getLogger(__name__)
+
+# Lines committed together: a crash loses at most this many, which the next run imports.
+BATCH_LINES = 500
+
+
+@dataclass
+class FileReport:
+    path: Path
+    imported: int = 0
+    skipped: int = 0
+    errors: list[tuple[int, str]] = field(default_factory=list)
+    failure: str | None = None  # why the file itself could not be imported (or not whole)
+
+
+def jsonl_files(paths: list[Path]) -> Iterator[Path]:
+    """The files given, and what is named *.jsonl in the folders given, in name order.
+
+    A folder named x.jsonl is searched, not read; anything else that is not a regular file
+    (a FIFO, a broken link) is yielded so that its import reports it.
+    """
+    for path in paths:
+        if path.is_dir():
+            yield from sorted(p for p in path.rglob("*.jsonl") if not p.is_dir())
+        else:
+            yield path
+
+
+def _lines(
+    f: BinaryIO, *, agent_id: str, default_session: str, report: FileReport
+) -> Iterator[tuple[int, Parsed, str]]:
+    """The file's lines parsed and fingerprinted; the lines that cannot be go to the report."""
+    seen: Counter[str] = Counter()
+    previous_time: datetime | None = None
+    for number, raw in enumerate(f, 1):
+        if number == 1:
+            raw = raw.removeprefix(codecs.BOM_UTF8)  # editors on Windows start files with one
+        if not raw.strip():
+            continue
+        try:
+            line = parse_line(raw.rstrip(b"\r\n"), default_session=default_session)
+            if line.timestamp is None:
+                # Keep the file's order: a line without a time takes the one before it.
+                line = replace(line, timestamp=previous_time)
+            key = line.key(agent_id)
+        except Exception as exc:  # a bad line never stops the file
+            report.errors.append((number, _reason(exc)))
+            continue
+        previous_time = line.timestamp
+        # Two identical lines in one file are two messages: the occurrence tells them apart.
+        seen[key] += 1
+        yield number, line, line_fingerprint(key, seen[key])
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, LineError | InvalidInput):
+        return str(exc)
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    if isinstance(exc, IntegrityError | DataError):
+        return f"refused by the database ({exc})"
+    logger.error("Unexpected error importing a line", exc_info=exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _import_batch(
+    batch: list[tuple[int, Parsed, str]],
+    *,
+    agent_id: str,
+    dry_run: bool,
+    known: set[str],
+    report: FileReport,
+) -> None:
+    """Import up to BATCH_LINES lines in one transaction, each line in a savepoint, so a line
+    the database refuses takes back only itself. A dry run does the same and rolls back, so
+    it applies every check the import applies."""
+    known.update(
+        MainMessage.objects.filter(import_fingerprint__in=[fp for *_, fp in batch]).values_list(
+            "import_fingerprint", flat=True
+        )
+    )
+    with transaction.atomic():
+        for number, line, fingerprint in batch:
+            if fingerprint in known:
+                report.skipped += 1
+                continue
+            try:
+                with transaction.atomic():
+                    messages.message_add(
+                        agent_id=agent_id,
+                        session_id=line.session_id,
+                        role=line.role,
+                        content=line.content,
+                        msg_type=line.msg_type,
+                        metadata=line.metadata,
+                        timestamp=line.timestamp,
+                        import_fingerprint=fingerprint,
+                        summarize=False,
+                    )
+            except OperationalError:
+                raise  # the database itself (unavailable, locked), not this line
+            except Exception as exc:
+                report.errors.append((number, _reason(exc)))
+                continue
+            known.add(fingerprint)
+            report.imported += 1
+        if dry_run:
+            transaction.set_rollback(True)
+
+
+def import_file(
+    path: Path, *, agent_id: str, dry_run: bool = False, known: set[str] | None = None
+) -> FileReport:
+    """Import one file; whatever goes wrong is in the report, never raised.
+
+    `known`: fingerprints already imported in this run (in a dry run, that would have been),
+    shared between the files of a run so a dry run counts a repeated line once, as the
+    import does.
+    """
+    report = FileReport(path)
+    known = set() if known is None else known
+    if not path.is_file():
+        report.failure = "not a regular file" if path.exists() else "not found"
+        return report
+    try:
+        with path.open("rb") as f:
+            batch: list[tuple[int, Parsed, str]] = []
+            lines = _lines(f, agent_id=agent_id, default_session=path.stem, report=report)
+            for item in lines:
+                batch.append(item)
+                if len(batch) == BATCH_LINES:
+                    _import_batch(
+                        batch, agent_id=agent_id, dry_run=dry_run, known=known, report=report
+                    )
+                    batch = []
+            if batch:
+                _import_batch(batch, agent_id=agent_id, dry_run=dry_run, known=known, report=report)
+    except OSError as exc:
+        report.failure = f"cannot be read ({exc.strerror or exc})"
+    except DatabaseError as exc:
+        report.failure = f"the database failed ({exc}); earlier batches are kept, run again"
+    report.errors.sort()
+    return report

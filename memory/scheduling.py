@@ -1,0 +1,69 @@
+"""Queueing background work: what services call to have a task of memory/tasks.py run.
+
+The task functions call services (vectors, maintenance), and services queue those tasks: if
+services imported the task functions, each would import itself back through them (the cycle
+maintenance -> tasks -> maintenance). So this module imports no service and no task
+function. It names each task by its path, the string django-tasks-db stores in every queued
+row and the worker imports to run it: a contract already, since rows queued by an older
+version name these paths (tests/test_import_graph.py checks that each names a task).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.tasks import Task, TaskResultStatus
+from django.utils import timezone
+from django.utils.module_loading import import_string
+from django_tasks_db.models import DBTaskResult
+
+from memory.models import ConsolidationRun, RunStatus
+
+EMBED_PENDING = "memory.tasks.embed_pending_task"
+SUMMARIZE_TURN = "memory.tasks.summarize_turn_task"
+CONSOLIDATION = "memory.tasks.consolidation_task"
+TASK_PATHS = (EMBED_PENDING, SUMMARIZE_TURN, CONSOLIDATION)
+
+
+def task_at(path: str) -> Task:
+    """The task a path names, imported when work is queued, as the worker imports it to run it."""
+    task_ = import_string(path)
+    if not isinstance(task_, Task):
+        raise TypeError(f"{path} is not a task")
+    return task_
+
+
+def _embedding_waits() -> bool:
+    # A waiting run embeds what is pending (and queues the next while a backlog remains), so
+    # a second waiting run would only repeat it. This keeps a burst of messages, or an
+    # outage's retries, from piling up runs in the queue.
+    return DBTaskResult.objects.filter(
+        status=TaskResultStatus.READY, task_path=EMBED_PENDING
+    ).exists()
+
+
+def schedule_embedding(*, delay: timedelta | None = None) -> None:
+    """Queue a run of embed_pending_task unless one is already waiting."""
+    if _embedding_waits():
+        return
+    task_ = task_at(EMBED_PENDING)
+    if delay is not None:
+        if not task_.get_backend().supports_defer:
+            return  # the immediate backend (tests) cannot wait; the next message retries
+        task_ = task_.using(run_after=timezone.now() + delay)
+    task_.enqueue()
+
+
+def schedule_summary(reply_id: int) -> None:
+    """Queue the summary of the turn the assistant reply `reply_id` ends."""
+    task_at(SUMMARIZE_TURN).enqueue(reply_id)
+
+
+def schedule_consolidation(run: ConsolidationRun) -> None:
+    """Queue the run's task: now when it is queued, at `run_after` when it is deferred."""
+    task_ = task_at(CONSOLIDATION)
+    if run.status == RunStatus.DEFERRED:
+        if not task_.get_backend().supports_defer:
+            return  # the immediate backend (tests) cannot wait: tests call the task at run_after
+        task_ = task_.using(run_after=run.run_after)
+    task_.enqueue(run.pk)

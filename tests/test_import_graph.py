@@ -1,0 +1,289 @@
+"""The import graph of the project's packages has no cycle, and migrations import no live code.
+
+The graph is read from the source with `ast`, not from what Python happened to import: every
+import statement counts, those inside functions too (a deferred import hides a cycle, it does
+not remove it). docs/ARCHITECTURE.md describes the layering this guards.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("memory", "subagents", "orca_memory")
+
+Graph = dict[str, set[str]]
+
+
+def module_name(path: Path, root: Path) -> str:
+    """`memory/tasks.py` -> `memory.tasks`; `memory/__init__.py` -> `memory`."""
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def project_modules(root: Path, packages: tuple[str, ...] = PACKAGES) -> dict[str, Path]:
+    return {
+        module_name(path, root): path
+        for package in packages
+        for path in sorted((root / package).rglob("*.py"))
+    }
+
+
+def imported_names(module: str, is_package: bool, source: str) -> set[str]:
+    """Every module name the source imports, anywhere in it (functions and branches included).
+
+    `from memory import tasks` names both `memory` and `memory.tasks`: the caller keeps those
+    that are modules of the project."""
+    names: set[str] = set()
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = _absolute(node.module, node.level, package)
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+    return names
+
+
+def _absolute(module: str | None, level: int, package: str) -> str:
+    if level == 0:
+        return module or ""
+    parts = package.split(".")
+    base = ".".join(parts[: len(parts) - (level - 1)])
+    return f"{base}.{module}" if module else base
+
+
+def import_graph(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> Graph:
+    """Edges between the project's modules, from every import statement of each file."""
+    modules = project_modules(root, packages)
+    graph: Graph = {}
+    for name, path in modules.items():
+        imported = imported_names(name, path.name == "__init__.py", path.read_text())
+        # `from memory import tasks` also runs `memory/__init__.py` first: the edge to the
+        # package is real too.
+        graph[name] = {target for target in imported if target in modules and target != name}
+    return graph
+
+
+def cycles(graph: Graph) -> list[list[str]]:
+    """One cycle per strongly connected component of more than one module, as a closed path."""
+    found = []
+    for component in _strongly_connected(graph):
+        if len(component) > 1:
+            found.append(_cycle_within(graph, component))
+    return found
+
+
+def _strongly_connected(graph: Graph) -> list[set[str]]:
+    """Tarjan's algorithm (the graph is a few hundred modules: recursion is fine)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[set[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = set()
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.add(member)
+                if member == node:
+                    break
+            components.append(component)
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return components
+
+
+def _cycle_within(graph: Graph, component: set[str]) -> list[str]:
+    """A shortest path from the component's first module back to itself, inside the component."""
+    start = min(component)
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:
+        next_frontier = []
+        for node in frontier:
+            for target in sorted(graph[node] & component):
+                if target == start:
+                    return [*paths[node], start]
+                if target not in paths:
+                    paths[target] = [*paths[node], target]
+                    next_frontier.append(target)
+        frontier = next_frontier
+    raise AssertionError(f"{component} is not strongly connected")
+
+
+# --- the project ------------------------------------------------------------------------------
+
+
+def test_it_finds_no_import_cycle_in_the_project():
+    found = cycles(import_graph())
+
+    assert not found, "import cycles:\n" + "\n".join(" -> ".join(cycle) for cycle in found)
+
+
+def test_it_sees_the_project_modules_and_their_imports():
+    # The graph is not vacuous: it holds every package and the edges written in each style.
+    graph = import_graph()
+
+    assert {"memory.tasks", "subagents.runs", "orca_memory.settings"} <= set(graph)
+    assert "memory.models" in graph["memory.messages"]  # from memory.models import ...
+    assert "memory.vectors" in graph["memory.tasks"]  # from memory import vectors
+
+
+def test_it_names_by_path_only_the_tasks_of_memory_tasks():
+    # Services queue tasks by the path queued rows store (memory/scheduling.py), the one
+    # link between them the graph cannot see: each path must name that task, as it is.
+    from memory import scheduling, tasks
+
+    for path in scheduling.TASK_PATHS:
+        task_ = scheduling.task_at(path)
+        assert task_.module_path == path
+        assert getattr(tasks, path.rpartition(".")[2]) is task_
+
+
+# Entry points: what the framework calls (routes, pages, admin, worker tasks, commands) and
+# the project modules that compose the apps. They call services; services never import them.
+ENTRY_POINTS = {
+    "memory.admin",
+    "memory.api",
+    "memory.apps",
+    "memory.tasks",
+    "memory.urls",
+    "memory.views",
+    "subagents.admin",
+    "subagents.api",
+    "subagents.apps",
+    "subagents.urls",
+    "subagents.views",
+    "orca_memory.api",
+    "orca_memory.gunicorn_conf",
+    "orca_memory.urls",
+    "orca_memory.wsgi",
+}
+
+
+def _is_entry_point(module: str) -> bool:
+    return module in ENTRY_POINTS or ".management.commands." in module
+
+
+def test_it_lets_only_entry_points_import_entry_points():
+    graph = import_graph()
+
+    wrong = sorted(
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        if not _is_entry_point(module)
+        for target in targets
+        if _is_entry_point(target)
+    )
+
+    assert not wrong, "services importing entry points:\n" + "\n".join(wrong)
+
+
+def test_it_keeps_the_memory_app_and_the_project_core_free_of_the_other_apps():
+    graph = import_graph()
+    core = [m for m in graph if m.startswith("orca_memory.") and not _is_entry_point(m)]
+
+    wrong = sorted(
+        f"{module} -> {target}"
+        for module in [*core, *(m for m in graph if m.startswith("memory."))]
+        for target in graph[module]
+        if target.startswith("subagents") or (module in core and target.startswith("memory"))
+    )
+
+    assert not wrong, "\n".join(wrong)
+
+
+# Migrations run against the schema of their time: they may import the models (for a choice
+# or a default) and field validators, never live code whose change would change them.
+MIGRATION_MAY_IMPORT = {
+    "memory",  # `from memory import models` runs the package's (empty) __init__ first
+    "memory.models",
+    "memory.validation",
+    "subagents",
+    "subagents.models",
+}
+# Migrations built from live code before the rule (issue 16, first bullet: their SQL is being
+# frozen as literal text). Remove each entry when its import goes.
+MIGRATION_IMPORTS_TO_FREEZE = {
+    ("memory.migrations.0002_search_indexes", "memory.index"),
+    ("memory.migrations.0005_memory_layers", "memory.index"),
+}
+
+
+def test_it_lets_migrations_import_only_models_and_validators():
+    graph = import_graph()
+
+    live = {
+        (migration, target)
+        for migration, targets in graph.items()
+        if ".migrations." in migration
+        for target in targets
+        if target not in MIGRATION_MAY_IMPORT and ".migrations." not in target
+    }
+
+    assert live == MIGRATION_IMPORTS_TO_FREEZE
+
+
+# --- the checker itself -------------------------------------------------------------------------
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for name, source in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source)
+
+
+def test_it_names_a_cycle_hidden_in_a_function(tmp_path):
+    _write(
+        tmp_path,
+        {
+            "app/__init__.py": "",
+            "app/a.py": "from app import b\n",
+            "app/b.py": "def later():\n    from app.c import thing\n",
+            "app/c.py": "import app.a\n",
+            "app/d.py": "from app import a\n",
+        },
+    )
+
+    found = cycles(import_graph(tmp_path, ("app",)))
+
+    assert found == [["app.a", "app.b", "app.c", "app.a"]]
+
+
+def test_it_resolves_relative_imports_and_ignores_names_that_are_not_modules(tmp_path):
+    _write(
+        tmp_path,
+        {
+            "app/__init__.py": "",
+            "app/sub/__init__.py": "from .inner import x\n",
+            "app/sub/inner.py": "from .. import top\nfrom app.top import helper\n",
+            "app/top.py": "import json\nfrom app.sub import inner\n",
+        },
+    )
+
+    graph = import_graph(tmp_path, ("app",))
+
+    assert graph["app.sub"] == {"app.sub.inner"}
+    assert graph["app.sub.inner"] == {"app", "app.top"}
+    assert graph["app.top"] == {"app.sub", "app.sub.inner"}
+    assert cycles(graph) == [["app.sub", "app.sub.inner", "app.top", "app.sub"]]
