@@ -221,12 +221,6 @@ MIGRATION_MAY_IMPORT = {
     "subagents",
     "subagents.models",
 }
-# Migrations built from live code before the rule (issue 16, first bullet: their SQL is being
-# frozen as literal text). Remove each entry when its import goes.
-MIGRATION_IMPORTS_TO_FREEZE = {
-    ("memory.migrations.0002_search_indexes", "memory.index"),
-    ("memory.migrations.0005_memory_layers", "memory.index"),
-}
 
 
 def test_it_lets_migrations_import_only_models_and_validators():
@@ -240,7 +234,7 @@ def test_it_lets_migrations_import_only_models_and_validators():
         if target not in MIGRATION_MAY_IMPORT and ".migrations." not in target
     }
 
-    assert live == MIGRATION_IMPORTS_TO_FREEZE
+    assert live == set()
 
 
 # --- the checker itself -------------------------------------------------------------------------
