@@ -463,10 +463,15 @@ def _extract(run: ConsolidationRun, covered: Covered) -> list[Extracted] | None:
             .values_list("content", flat=True)
         )
         return llm_extract(summaries) if summaries else []
-    user_messages = MainMessage.objects.filter(
-        **scope, role=Role.USER, id__gt=covered.message_id, id__lte=run.last_message_id
+    # The extractor decides whose words count: the user's, and an assistant's only when the
+    # message names a person speaking (both sides of a conversation between people).
+    said = MainMessage.objects.filter(
+        **scope,
+        role__in=(Role.USER, Role.ASSISTANT),
+        id__gt=covered.message_id,
+        id__lte=run.last_message_id,
     ).order_by("timestamp", "id")
-    return offline_extract(list(user_messages))
+    return offline_extract(list(said))
 
 
 def _finish(run: ConsolidationRun, status: str, reason: str = "") -> ConsolidationRun:

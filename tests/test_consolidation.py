@@ -14,6 +14,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from memory import embeddings, maintenance, tasks, vectors
+from memory.extraction import speaks_for_a_person
 from memory.llm import ChatClient
 from memory.maintenance import Extracted, consolidate_session, request_consolidation
 from memory.memories import memory_create
@@ -52,12 +53,13 @@ def clock(monkeypatch):
 
 @pytest.fixture
 def one_memory_per_message(monkeypatch):
-    """The rule extractor as a stand-in that keeps every user message: these tests are about
-    which messages a run reads, not about the rules (tests/test_maintenance.py)."""
+    """The rule extractor as a stand-in that keeps every message whose speaker counts (the
+    user's; an assistant's only when named, as the real one decides): these tests are about
+    which messages a run reads, not about the rules (tests/test_extraction.py)."""
     monkeypatch.setattr(
         maintenance,
         "offline_extract",
-        lambda messages: [Extracted("fact", m.content) for m in messages],
+        lambda messages: [Extracted("fact", m.content) for m in messages if speaks_for_a_person(m)],
     )
 
 
@@ -567,3 +569,29 @@ def test_the_migration_gives_past_runs_their_status_and_reverses(tmp_path):
             ("s3", "deferred", 1),  # the old schema reads an empty reason as "it ran"
         ]
     )
+
+
+def test_consolidation_reads_what_a_named_assistant_says_about_themselves(db):
+    def say(role: str, content: str, speaker: str | None = None) -> None:
+        metadata = {"speaker": speaker} if speaker else None
+        message_add(agent_id="a1", session_id="s1", role=role, content=content, metadata=metadata)
+
+    say("user", "I have a cat named Oscar.", "Caroline")
+    say("assistant", "I have two kids who love camping.", "Melanie")  # a person: LoCoMo
+    message_add(agent_id="a2", session_id="s1", role="user", content="I am a nurse.")
+    message_add(  # the AI itself: not a fact about anyone
+        agent_id="a2", session_id="s1", role="assistant", content="I am an AI model."
+    )
+
+    consolidate_session(agent_id="a1", session_id="s1")
+    consolidate_session(agent_id="a2", session_id="s1")
+
+    assert sorted(
+        LongTermMemory.objects.filter(agent_id="a1").values_list("content", flat=True)
+    ) == [
+        "Caroline: I have a cat named Oscar.",
+        "Melanie: I have two kids who love camping.",
+    ]
+    assert list(LongTermMemory.objects.filter(agent_id="a2").values_list("content", flat=True)) == [
+        "I am a nurse."
+    ]
