@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+from memory.messages import message_add
 from memory.models import LongTermMemory, LongTermMemoryHistory
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -96,13 +97,19 @@ def test_it_inspects_a_session(conversation, page, live_server):
     expect(tool.locator(".transcript")).to_contain_text("Reading gunicorn docs.")
     expect(tool.locator(".transcript")).to_contain_text("result truncated from 13500 tokens")
 
+    # An earlier session of the agent: the preview recalls it.
+    earlier = message_add(
+        agent_id="agent-a", session_id="s-0", role="user", content="I brew green tea at seven."
+    )
     page.fill("input[name=query]", "green tea")
     page.click("button:has-text('Preview')")
     long_term = page.locator(".layer-long_term")
     expect(long_term).to_contain_text("The user prefers green tea.")
     expect(long_term).to_contain_text("score 1.000")
     expect(page.locator(".layer .bar")).to_have_count(4)
-    expect(page.locator(".layer-recall")).to_be_visible()
+    recall = page.locator(".layer-recall")
+    expect(recall).to_contain_text("I brew green tea at seven.")
+    expect(recall).to_contain_text(f"#{earlier.pk} · session s-0 · user")
     shoot(page, "session")
     assert LongTermMemory.objects.get(pk=conversation.tea.pk).access_count == 1
 
