@@ -199,7 +199,6 @@ STORE_30 = (
     "for i in range(30): message_add(agent_id='a1', session_id='s1', role='user', "
     "content=f'message number {i} to embed')"
 )
-COUNT_EMBEDDED = "from memory.models import MainMessage; print(MainMessage.objects.filter(has_embedding=True).count())"
 VECTORS_PER_MESSAGE = (
     "from django.db import connection; c = connection.cursor(); "
     "c.execute('SELECT count(*), count(DISTINCT msg_id) FROM vec_main_messages'); rows, ids = c.fetchone(); "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 from datetime import UTC, datetime
 
 import pytest
@@ -154,9 +155,15 @@ def test_it_indexes_summaries_and_long_term_memories():
     ],
 )
 def test_it_treats_fts5_syntax_in_queries_as_text(query):
-    message("AND body NEAR x secret")
-    index.lexical_search(MESSAGE_TEXT, agent_id="a1", query=query, k=5)  # must not raise
-    index.lexical_search(MESSAGE_TEXT, agent_id="a1", query=query, k=5, now=datetime.now(UTC))
+    stored = message("AND body NEAR x secret")
+    other = message("nothing to see")
+    for now in (None, datetime.now(UTC)):
+        hits = index.lexical_search(MESSAGE_TEXT, agent_id="a1", query=query, k=5, now=now)
+        # Only the words are matched: the message holding them, never every row.
+        found = {hit.id for hit in hits}
+        assert other.pk not in found
+        words = {w.lower() for w in re.findall(r"\w+", query)}
+        assert (stored.pk in found) == bool(words & {"and", "body", "near", "x", "secret"})
 
 
 def test_a_query_without_days_has_the_same_expression_with_or_without_now():
