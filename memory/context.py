@@ -206,7 +206,7 @@ def _short_term(
             k=min(SHORT_TERM_ITEMS + len(working_ids), index.MAX_K),
             filters=[Filter("session_id", "=", session_id)],
         )
-        scores = {hit.id: 1 - hit.score for hit in hits}
+        scores = {hit.id: hit.score for hit in hits}
     chosen = list(summaries.filter(pk__in=scores)) if scores else []
     chosen.sort(key=lambda s: -scores[s.pk])
     chosen = chosen[:SHORT_TERM_ITEMS]
@@ -278,7 +278,7 @@ def _long_term_candidates(
         hits = index.knn(
             index.MEMORY_VECTORS, agent_id=agent_id, embedding=vector, k=LONG_TERM_CANDIDATES
         )
-        return "similarity", {hit.id: 1 - hit.score for hit in hits}
+        return "similarity", {hit.id: hit.score for hit in hits}
     if query:
         hits = index.lexical_search(
             index.MEMORY_TEXT, agent_id=agent_id, query=query, k=LONG_TERM_CANDIDATES

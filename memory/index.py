@@ -277,6 +277,8 @@ FILTER_OPERATORS = frozenset({"=", "!=", "<", "<=", ">", ">="})
 
 
 class Hit(NamedTuple):
+    """A row and how well it matches: higher is better, for vectors and text alike."""
+
     id: int
     score: float
 
@@ -394,7 +396,8 @@ def knn(
     filters: Sequence[Filter] = (),
     using: str = "default",
 ) -> list[Hit]:
-    """The k nearest vectors of one agent; score is the cosine distance (lower is closer)."""
+    """The k nearest vectors of one agent, nearest first; score is the cosine similarity
+    (higher is closer, as with lexical_search)."""
     if not 1 <= k <= MAX_K:
         raise ValueError(f"k must be between 1 and {MAX_K}")
     conditions = ["embedding MATCH %s", "k = %s", "agent_id = %s"]
@@ -410,7 +413,7 @@ def knn(
     )
     with connections[using].cursor() as cursor:
         cursor.execute(sql, params)
-        return [Hit(row_id, distance) for row_id, distance in cursor.fetchall()]
+        return [Hit(row_id, 1 - distance) for row_id, distance in cursor.fetchall()]
 
 
 # --- text ----------------------------------------------------------------------------------

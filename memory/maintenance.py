@@ -230,7 +230,7 @@ def _duplicate_of(
             k=DEDUP_CANDIDATES,
             filters=[("memory_type", "=", item.memory_type)],
         )
-        similarity = {hit.id: 1 - hit.score for hit in near}  # knn answers cosine distance
+        similarity = {hit.id: hit.score for hit in near}
         for memory_id, (memory_type, created) in fresh.items():
             if memory_type == item.memory_type:
                 similarity[memory_id] = _cosine(vector, created)

@@ -115,8 +115,7 @@ def _merge(lexical: list[Hit], vector: list[Hit]) -> list[Ranked]:
         merged[hit.id] = Ranked(hit.id, lexical=hit.score, lexical_rank=rank)
     for rank, hit in enumerate(vector, 1):
         seen = merged.get(hit.id, Ranked(hit.id))
-        # KNN gives cosine distances; similarity = 1 - distance.
-        merged[hit.id] = Ranked(hit.id, seen.lexical, seen.lexical_rank, 1 - hit.score, rank)
+        merged[hit.id] = Ranked(hit.id, seen.lexical, seen.lexical_rank, hit.score, rank)
     return list(merged.values())
 
 

@@ -163,7 +163,7 @@ def test_a_row_finished_by_another_run_is_not_written_again(fake_embedder):
         embedding=fake_embedder.embed([message.content])[0],
         k=5,
     )
-    assert [(h.id, round(h.score, 6)) for h in hits] == [(message.pk, 0.0)]
+    assert [(h.id, round(h.score, 6)) for h in hits] == [(message.pk, 1.0)]
 
 
 def test_a_text_the_provider_refuses_does_not_block_the_others(fake_embedder):

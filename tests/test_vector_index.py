@@ -42,8 +42,8 @@ def test_it_returns_the_written_vector_first():
     hits = index.knn(MESSAGE_VECTORS, agent_id="a1", embedding=unit(0), k=3)
 
     assert [hit.id for hit in hits] == [1, 3, 2]
-    assert math.isclose(hits[0].score, 0.0, abs_tol=1e-6)
-    assert math.isclose(hits[2].score, 1.0, abs_tol=1e-6)  # orthogonal: cosine distance 1
+    assert math.isclose(hits[0].score, 1.0, abs_tol=1e-6)
+    assert math.isclose(hits[2].score, 0.0, abs_tol=1e-6)  # orthogonal: cosine similarity 0
 
 
 def test_it_never_returns_another_agents_vectors():
@@ -95,7 +95,7 @@ def test_it_replaces_a_vector_in_place():
 
     hits = index.knn(MESSAGE_VECTORS, agent_id="a1", embedding=unit(5), k=5)
     assert [hit.id for hit in hits] == [1]
-    assert math.isclose(hits[0].score, 0.0, abs_tol=1e-6)
+    assert math.isclose(hits[0].score, 1.0, abs_tol=1e-6)
 
 
 def test_it_deletes_vectors():
