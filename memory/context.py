@@ -203,7 +203,7 @@ def _short_term(
             agent_id=agent_id,
             embedding=vector,
             # Summaries of turns in working memory come back too, and are dropped below.
-            k=min(SHORT_TERM_ITEMS + len(working_ids), index.MAX_K),
+            k=min(SHORT_TERM_ITEMS + len(working_ids), index.KNN_MAX_K),
             filters=[Filter("session_id", "=", session_id)],
         )
         scores = {hit.id: hit.score for hit in hits}

@@ -35,7 +35,7 @@ from orca_memory.db.functions import cjk_terms, without_cjk
 # 128 keeps a small agent's footprint small and made in-partition KNN fastest when measured.
 CHUNK_SIZE = 128
 # vec0 refuses larger k.
-MAX_K = 4096
+KNN_MAX_K = 4096
 # Bounds the cost of a long pasted query: every term is one more FTS5 lookup.
 MAX_QUERY_TERMS = 64
 
@@ -398,8 +398,8 @@ def knn(
 ) -> list[Hit]:
     """The k nearest vectors of one agent, nearest first; score is the cosine similarity
     (higher is closer, as with lexical_search)."""
-    if not 1 <= k <= MAX_K:
-        raise ValueError(f"k must be between 1 and {MAX_K}")
+    if not 1 <= k <= KNN_MAX_K:
+        raise ValueError(f"k must be between 1 and {KNN_MAX_K}")
     conditions = ["embedding MATCH %s", "k = %s", "agent_id = %s"]
     params: list[Any] = [_as_float32(embedding), k, agent_id]
     for column, op, value in filters:

@@ -23,6 +23,7 @@ from memory.validation import InvalidInput
 from memory.vectors import QueryEmbedding, query_embedding
 
 MODES = ("lexical", "vector", "hybrid")
+# The most hits one search returns (the API's `k`).
 MAX_K = 100
 # Each list contributes this many candidates (at least) to the fusion.
 POOL = 50
@@ -300,7 +301,7 @@ def _vector_hits(
         index.MESSAGE_VECTORS,
         agent_id=agent_id,
         embedding=vector,
-        k=min(k + len(exclude_ids), index.MAX_K),
+        k=min(k + len(exclude_ids), index.KNN_MAX_K),
         filters=filters,
     )
     return [hit for hit in hits if hit.id not in exclude_ids][:k]
