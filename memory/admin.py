@@ -6,7 +6,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.db import transaction
-from django.db.models import Model, Q, QuerySet
+from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils import timezone
@@ -281,9 +281,9 @@ class ExpiryFilter(admin.SimpleListFilter):
     ) -> QuerySet[LongTermMemory]:
         now = timezone.now()
         if self.value() == "yes":
-            return queryset.filter(expires_at__lte=now)
+            return queryset.expired(now)
         if self.value() == "no":
-            return queryset.filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+            return queryset.unexpired(now)
         return queryset
 
 

@@ -15,7 +15,6 @@ from django.conf import settings
 from django.db import OperationalError
 from django.http import Http404, HttpRequest
 from django.shortcuts import get_object_or_404
-from django.utils import timezone
 from ninja import Field, Query, Router, Schema, Status
 from ninja.pagination import paginate
 from pydantic import AfterValidator, ValidationInfo, field_validator
@@ -156,7 +155,7 @@ class MemoryOut(Schema):
 
     @staticmethod
     def resolve_expired(memory: LongTermMemory) -> bool:
-        return memory.expires_at is not None and memory.expires_at <= timezone.now()
+        return memory.is_expired()
 
 
 class MemoryHistoryOut(Schema):

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any, overload
 
 from django.db import transaction
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from memory import index, scheduling
@@ -225,7 +225,7 @@ def memories_of(
         memories = memories.filter(memory_type=memory_type)
     if not include_expired:
         now = now or timezone.now()
-        memories = memories.filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+        memories = memories.unexpired(now)
     if not query:
         return memories.order_by("-created_at", "-id")
     # Every memory of the agent has one FTS row, archived ones included.

@@ -153,6 +153,13 @@ class LongTermMemoryQuerySet(models.QuerySet["LongTermMemory"]):
         """Not archived; expired ones stay (retrieval down-weights them)."""
         return self.filter(archived_at__isnull=True)
 
+    def expired(self, now: datetime) -> LongTermMemoryQuerySet:
+        """Past their `expires_at` at `now` (the rule `is_expired` applies to one memory)."""
+        return self.filter(expires_at__lte=now)
+
+    def unexpired(self, now: datetime) -> LongTermMemoryQuerySet:
+        return self.filter(models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=now))
+
 
 class LongTermMemory(models.Model):
     agent_id = models.TextField(db_default=DEFAULT_AGENT)

@@ -295,9 +295,9 @@ class MemoryFilterForm(forms.Form):
             memories = memories.filter(content__icontains=choice["q"])
         state = choice.get("state")
         if state == "active":
-            memories = memories.active().filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+            memories = memories.active().unexpired(now)
         elif state == "expired":
-            memories = memories.active().filter(expires_at__lte=now)
+            memories = memories.active().expired(now)
         elif state == "archived":
             memories = memories.filter(archived_at__isnull=False)
         return memories.order_by("-created_at", "-id")
