@@ -39,29 +39,15 @@ from memory.models import (
     Role,
     ShortTermMemory,
 )
+from memory.schemas import MessageOut, Text, TextSchema
 from memory.search import MAX_K, search
-from memory.validation import check_datetime, check_identifier, check_metadata, check_text
+from memory.validation import check_datetime, check_identifier, check_metadata
 
 logger = logging.getLogger(__name__)
 router = Router()
 
 
 # --- schemas -------------------------------------------------------------------------------
-
-
-class TextSchema(Schema):
-    """Rejects NUL and text that is not valid UTF-8 in every string field, with its name."""
-
-    @field_validator("*", mode="after")
-    @classmethod
-    def _valid_text(cls, value: Any, info: Any) -> Any:
-        if isinstance(value, str):
-            check_text(info.field_name, value)
-        return value
-
-
-# Text that must say something: at least one non-space character.
-Text = Field(min_length=1, pattern=r"\S")
 
 
 def _moment(value: datetime, info: ValidationInfo) -> datetime:
@@ -83,18 +69,6 @@ class MessageIn(TextSchema):
     @classmethod
     def _valid_metadata(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
         return check_metadata(value)
-
-
-class MessageOut(Schema):
-    id: int
-    session_id: str
-    role: Role
-    content: str
-    msg_type: MessageType
-    token_count: int
-    has_embedding: bool
-    timestamp: datetime
-    metadata: dict[str, Any] | None
 
 
 class SessionOut(Schema):

@@ -6,20 +6,18 @@ One view per page. An htmx request gets only the part of the page it swaps (a Dj
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from django import forms
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required, permission_required
+from django.contrib.auth.decorators import login_required
 from django.core.paginator import Page, Paginator
 from django.db.models import Count, Max, Min, Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
-from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_http_methods, require_POST
 
 from memory.context import Context, context_build
@@ -35,6 +33,7 @@ from memory.models import (
     ShortTermMemory,
 )
 from memory.validation import InvalidInput
+from orca_memory.pages import needs, render_page
 
 # The Django model permissions each page needs (the admin checks the same ones). A signed-in
 # user without them gets 403; the migration 0008 makes the groups "orca viewers" (every view_*
@@ -56,27 +55,6 @@ LAYER_LABELS = {
     "long_term": "Long-term memory",
     "recall": "Recalled from earlier conversations",
 }
-
-
-def render_page(
-    request: HttpRequest, template_name: str, context: dict[str, Any], *, partial: str
-) -> HttpResponse:
-    """The whole page, or only its `partial` for an htmx request.
-
-    htmx restoring history after a cache miss (the back button) needs the whole page again.
-    """
-    if request.htmx and not request.htmx.history_restore_request:
-        template_name = f"{template_name}#{partial}"
-    response = render(request, template_name, context)
-    # The same URL answers two bodies: caches must key on the header that chooses.
-    patch_vary_headers(response, ["HX-Request"])
-    return response
-
-
-def needs(permissions: tuple[str, ...]) -> Callable[..., Any]:
-    """403 for a signed-in user without every one of `permissions`; under @login_required,
-    which sends anonymous visitors to sign in first."""
-    return permission_required(permissions, raise_exception=True)
 
 
 def _actor(request: HttpRequest) -> str:

@@ -9,8 +9,8 @@ from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
 from ninja import Router, Schema, Status
 
-from memory.api import MessageOut, Text, TextSchema
 from memory.models import MainMessage
+from memory.schemas import MessageOut, Text, TextSchema
 from subagents.models import SubagentRole
 from subagents.runs import run_results, subagent_finish, subagent_record, subagent_transcript
 

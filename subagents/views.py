@@ -9,7 +9,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 
 from memory.models import MainMessage
-from memory.views import VIEW_SESSIONS, needs, render_page
+from memory.views import VIEW_SESSIONS
+from orca_memory.pages import needs, render_page
 from subagents.models import SubagentMessage
 from subagents.runs import run_metadata, run_results, subagent_transcript
 
