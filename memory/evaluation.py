@@ -8,6 +8,7 @@ The offline extractor: what it makes of each session's messages, as consolidatio
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import random
 import re
@@ -29,6 +30,7 @@ from memory.measure import percentile
 from memory.messages import message_add
 from memory.models import MainMessage, MemoryType, Role
 from memory.search import search
+from memory.text import folded, folded_say_the_same
 from memory.tokens import estimate_tokens
 from memory.vectors import delete_with_vectors, embed_pending
 
@@ -243,51 +245,19 @@ def folded_answer(text: str) -> str:
     return " ".join(re.findall(r"\w+", str(text).lower()))
 
 
-@dataclass(frozen=True)
-class _Unit:
-    tokens: int
-    folded: str
-    grams: Counter[str]
-
-
-def _unit(text: str) -> _Unit:
-    folded = "".join(re.findall(r"\w+", text.lower()))
-    grams = Counter(folded[i : i + 2] for i in range(len(folded) - 1))
-    return _Unit(estimate_tokens(text), folded, grams)
-
-
-def _restates(unit: _Unit, other: _Unit) -> bool:
-    """Whether `unit` says what `other` says: contained in it, or > 0.8 bigram-similar."""
-    if not unit.folded or not other.folded:
-        return False
-    if unit.folded in other.folded:
-        return True
-    sizes = sorted((len(unit.folded), len(other.folded)))
-    if sizes[0] < 0.6 * sizes[1]:
-        return False  # Dice cannot pass 0.8 between texts this different in length
-    shared = sum((unit.grams & other.grams).values())
-    total = sum(unit.grams.values()) + sum(other.grams.values())
-    return total > 0 and 2 * shared / total > 0.8
-
-
-def _inside(unit: _Unit, other: _Unit) -> bool:
-    return (
-        bool(unit.folded) and len(unit.folded) < len(other.folded) and unit.folded in other.folded
-    )
-
-
 def duplicate_share(context: Context) -> float:
-    """The share of the context's item tokens that repeat another item of it (each repeat
-    counted once, the first occurrence kept)."""
-    units = [_unit(item.content) for layer in context.layers.values() for item in layer.items]
-    total = sum(unit.tokens for unit in units) or 1
-    repeated = sum(
-        unit.tokens
-        for i, unit in enumerate(units)
-        if any(_restates(unit, other) for other in units[:i])
-        or any(_inside(unit, other) for other in units[i + 1 :])
-    )
-    return repeated / total
+    """The share of the context's item tokens that repeat another item of it, by the rule the
+    context itself dedups with (`says_the_same`): of two items that say the same, the shorter
+    (or, as long, the later) counts as the repeat."""
+    items = [item.content for layer in context.layers.values() for item in layer.items]
+    texts = [folded(text) for text in items]
+    repeats = {
+        i if len(texts[i]) < len(texts[j]) else j
+        for i, j in itertools.combinations(range(len(texts)), 2)
+        if folded_say_the_same(texts[i], texts[j])
+    }
+    total = sum(estimate_tokens(text) for text in items) or 1
+    return sum(estimate_tokens(items[i]) for i in repeats) / total
 
 
 @dataclass

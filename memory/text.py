@@ -11,12 +11,9 @@ def folded(text: str) -> str:
     return re.sub(r"[\W_]+", "", text.lower())
 
 
-def text_similarity(a: str, b: str) -> float:
-    """Dice coefficient of character bigrams: language-neutral, 1.0 for the same text.
-
-    Counts shared bigrams as a multiset intersection, linear in the texts' length.
-    """
-    a, b = folded(a), folded(b)
+def _dice(a: str, b: str) -> float:
+    """Dice coefficient of the character bigrams of two folded texts, counted as a multiset
+    intersection: linear in the texts' length."""
     if a == b:
         return 1.0
     if len(a) < 2 or len(b) < 2:
@@ -27,17 +24,26 @@ def text_similarity(a: str, b: str) -> float:
     return 2 * shared / (len(a) - 1 + len(b) - 1)
 
 
+def text_similarity(a: str, b: str) -> float:
+    """Dice coefficient of character bigrams: language-neutral, 1.0 for the same text."""
+    return _dice(folded(a), folded(b))
+
+
 def says_the_same(a: str, b: str, *, threshold: float = 0.8) -> bool:
-    """Whether one text contains the other, or they are more than `threshold` similar.
+    """Whether one text contains the other, or they are more than `threshold` similar."""
+    return folded_say_the_same(folded(a), folded(b), threshold=threshold)
+
+
+def folded_say_the_same(a: str, b: str, *, threshold: float = 0.8) -> bool:
+    """`says_the_same` for texts already folded (a caller comparing many pairs folds once).
 
     Texts whose lengths differ too much cannot pass the threshold (Dice is at most
     2 * shorter / (shorter + longer)): they are told apart without counting bigrams, which
     keeps comparing a context's items cheap.
     """
-    fa, fb = folded(a), folded(b)
-    if not fa or not fb:
+    if not a or not b:
         return False
-    if fa in fb or fb in fa:
+    if a in b or b in a:
         return True
-    shorter, longer = sorted((len(fa), len(fb)))
-    return 2 * shorter / (shorter + longer) > threshold and text_similarity(a, b) > threshold
+    shorter, longer = sorted((len(a), len(b)))
+    return 2 * shorter / (shorter + longer) > threshold and _dice(a, b) > threshold

@@ -470,3 +470,31 @@ def test_the_api_explains_the_recall_layer(api):
     assert recall["overhead"] == 10  # "Recalled from earlier conversations:" and a blank line
     assert body["explanation"]["query_source"] == "newest user message"
     assert "Session old:" in body["messages"][0]["content"]
+
+
+def test_the_evaluation_counts_the_tokens_that_repeat_another_item():
+    from memory.context import Context, Item, Layer
+    from memory.evaluation import duplicate_share
+
+    def layer(*texts: str) -> Layer:
+        items = [Item(i, text, 0) for i, text in enumerate(texts)]
+        return Layer(share=0, budget=0, method="newest", items=items)
+
+    said = "I am allergic to peanuts and shellfish."  # 10 tokens
+    context = Context(
+        window=8192,
+        budget=4915,
+        query=None,
+        query_source="none",
+        layers={
+            "working": layer("where is my inhaler?"),  # 5 tokens
+            "long_term": layer("allergic to peanuts"),  # 5 tokens, inside the message below
+            "recall": layer(said, said.upper()),  # the second says the same again
+        },
+        messages=[],
+        cuts=[],
+        degraded=[],
+        identity_recall=False,
+    )
+
+    assert duplicate_share(context) == pytest.approx((5 + 10) / (5 + 5 + 10 + 10))
