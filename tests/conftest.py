@@ -125,3 +125,33 @@ def conversation(db):
     return SimpleNamespace(
         ask=ask, result=result, reply=reply, summary=summary, tea=tea, deploy=deploy
     )
+
+
+@pytest.fixture
+def chat(monkeypatch):
+    """The chat model (summaries, extraction) as a MockTransport: append `answers` (str) in
+    the order they are asked; `prompts` records what was asked."""
+    import httpx
+
+    from memory import maintenance
+    from memory.llm import ChatClient
+
+    answers: list[str] = []
+    prompts: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        prompts.append(json.loads(request.content)["messages"][0]["content"])
+        text = answers.pop(0)
+        return httpx.Response(
+            200, json={"choices": [{"message": {"role": "assistant", "content": text}}]}
+        )
+
+    client = ChatClient(
+        base_url="https://llm.example.test/v1",
+        api_key="sk-x",
+        model="m",
+        backoff_seconds=0,
+        transport=httpx.MockTransport(handler),
+    )
+    monkeypatch.setattr(maintenance, "configured_chat", lambda: client)
+    return answers, prompts

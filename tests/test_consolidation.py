@@ -7,7 +7,6 @@ import hashlib
 import re
 from datetime import datetime, timedelta
 
-import httpx
 import pytest
 from django.core.management import call_command
 from django.utils import timezone
@@ -15,7 +14,6 @@ from django.utils.dateparse import parse_datetime
 
 from memory import embeddings, maintenance, tasks, vectors
 from memory.extraction import speaks_for_a_person
-from memory.llm import ChatClient
 from memory.maintenance import Extracted, consolidate_session, request_consolidation
 from memory.memories import memory_create
 from memory.messages import message_add
@@ -64,23 +62,9 @@ def one_memory_per_message(monkeypatch):
 
 
 @pytest.fixture
-def chat_answers(monkeypatch):
+def chat_answers(chat):
     """The chat model, answering these texts in turn."""
-    answers: list[str] = []
-
-    def reply(request: httpx.Request) -> httpx.Response:
-        message = {"role": "assistant", "content": answers.pop(0)}
-        return httpx.Response(200, json={"choices": [{"message": message}]})
-
-    client = ChatClient(
-        base_url="https://llm.example.test/v1",
-        api_key="sk-x",
-        model="m",
-        backoff_seconds=0,
-        transport=httpx.MockTransport(reply),
-    )
-    monkeypatch.setattr(maintenance, "configured_chat", lambda: client)
-    return answers
+    return chat[0]
 
 
 def unique_text(i: int) -> str:

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 
-import httpx
 import pytest
 from django.utils import timezone
 
 from memory import llm, maintenance
 from memory.context import context_build
-from memory.llm import ChatClient
 from memory.maintenance import consolidate_session, offline_extract, summarize_turn
 from memory.messages import message_add
 from memory.models import ConsolidationRun, LongTermMemory, LongTermMemoryHistory, ShortTermMemory
@@ -22,30 +19,6 @@ pytestmark = pytest.mark.django_db
 
 def say(content: str, role: str = "user", *, session: str = "s1", agent: str = "a1"):
     return message_add(agent_id=agent, session_id=session, role=role, content=content)
-
-
-@pytest.fixture
-def chat(monkeypatch):
-    """The chat model as a MockTransport: set `answers` (str) in the order they are asked."""
-    answers: list[str] = []
-    prompts: list[str] = []
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        prompts.append(json.loads(request.content)["messages"][0]["content"])
-        text = answers.pop(0)
-        return httpx.Response(
-            200, json={"choices": [{"message": {"role": "assistant", "content": text}}]}
-        )
-
-    client = ChatClient(
-        base_url="https://llm.example.test/v1",
-        api_key="sk-x",
-        model="m",
-        backoff_seconds=0,
-        transport=httpx.MockTransport(handler),
-    )
-    monkeypatch.setattr(maintenance, "configured_chat", lambda: client)
-    return answers, prompts
 
 
 def test_the_offline_summary_keeps_the_first_sentence_of_each_side():
