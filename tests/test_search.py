@@ -29,16 +29,22 @@ def add(content: str, **fields) -> MainMessage:
     return message_add(content=content, **fields)
 
 
+# A fixed time: a message is embedded with its date and time ("[8 May 2023 13:56] user: ..."),
+# so with the clock's, the fake embedder's words (and ties) would change every minute.
+CORPUS_TIME = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+
+
 @pytest.fixture
 def corpus(fake_embedder):
+    at = {"timestamp": CORPUS_TIME}
     rows = {
-        "tea": add("I drink green tea every morning"),
-        "coffee": add("coffee keeps me awake at night", role="assistant", session_id="s3"),
-        "hiking": add("we went hiking in the mountains", session_id="s2"),
+        "tea": add("I drink green tea every morning", **at),
+        "coffee": add("coffee keeps me awake at night", role="assistant", session_id="s3", **at),
+        "hiking": add("we went hiking in the mountains", session_id="s2", **at),
         "decision": add(
-            "we decided to ship the release on friday", msg_type="decision", session_id="s4"
+            "we decided to ship the release on friday", msg_type="decision", session_id="s4", **at
         ),
-        "other": add("green tea secrets of another agent", agent_id="a2"),
+        "other": add("green tea secrets of another agent", agent_id="a2", **at),
     }
     vectors.embed_pending()
     return rows
@@ -89,8 +95,9 @@ def test_filters_apply_in_every_mode(corpus, mode):
     assert found(session_id="s2") == [corpus["hiking"].pk]
     assert found(role="assistant") == [corpus["coffee"].pk]
     assert found(msg_type="decision") == [corpus["decision"].pk]
-    assert found(until=timezone.now() - timedelta(days=1)) == []
-    assert len(found(since=timezone.now() - timedelta(days=1))) == 4
+    assert found(until=CORPUS_TIME - timedelta(days=1)) == []
+    assert len(found(since=CORPUS_TIME - timedelta(days=1))) == 4
+    assert found(since=CORPUS_TIME + timedelta(minutes=1)) == []
 
 
 def test_since_and_until_with_an_offset_find_the_same_rows_in_every_mode(fake_embedder, api_for):
