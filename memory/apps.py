@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.db.backends.signals import connection_created
 
 
 class MemoryConfig(AppConfig):
@@ -11,6 +12,7 @@ class MemoryConfig(AppConfig):
         # The embedding provider is resolved once, as each process starts (web, task worker,
         # command): installing the local model under a running server changes nothing until
         # it restarts, and the web process and the worker started together agree.
-        from memory import embeddings
+        from memory import embeddings, index
 
         embeddings.provider_name()
+        connection_created.connect(index.register_sql_functions)

@@ -30,10 +30,9 @@ from memory.embeddings import Embedder
 from memory.index import Filter
 from memory.models import LongTermMemory, MainMessage, MemoryType, Role, ShortTermMemory
 from memory.search import MAX_K, SearchHit, search
-from memory.text import says_the_same
+from memory.text import says_the_same, speaker
 from memory.tokens import estimate_tokens, truncate_to_tokens
 from memory.vectors import QueryEmbedding, query_embedding
-from orca_memory.db.functions import speaker
 
 BUDGET_SHARE = 0.6
 LAYER_SHARES = {"working": 0.5, "short_term": 0.3, "long_term": 0.2}

@@ -1,6 +1,6 @@
 """The days a search query names, in Chinese or English, absolute or relative to `now`.
 
-A message is indexed with a label such as "2 May 2023 Caroline: " (orca_memory.db.functions.
+A message is indexed with a label such as "2 May 2023 Caroline: " (memory.text.
 message_label), its date in English whatever the language of the message. A query that says
 "5月2号", "2023-05-02", "上周三" or "yesterday" shares no word with that label; `find_days`
 turns what it names into `Day`s, and `Day.phrase` into the label's words ("2 May 2023").

@@ -28,8 +28,8 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from memory.remote import http_client, retrying
+from memory.text import CJK_RUN
 from orca_memory.config import Config
-from orca_memory.db.functions import CJK_RUN
 
 logger = logging.getLogger(__name__)
 

@@ -48,7 +48,7 @@ def service_health() -> Health:
             (sqlite_version,) = cursor.fetchone()
             cursor.execute("PRAGMA journal_mode")
             (journal_mode,) = cursor.fetchone()
-        support = index.vector_status()
+        support = index.vector_index_status()
         embedding = _embedding_report()
     except DatabaseError as exc:
         fallback = (

@@ -10,7 +10,7 @@ scoped to one agent and KNN inside a partition scans only that agent's vectors
 
 Text: one FTS5 table per searchable table (porter-stemmed unicode61), filled by triggers from the
 base table. It holds the words of the text (`body`), its CJK unigrams and bigrams (`cjk`, see
-orca_memory.db.functions), for messages the two messages before it (`ctx`), and the scope as
+memory.text), for messages the two messages before it (`ctx`), and the scope as
 one exact token per column (`agent_id`, `session_id`: "s" + hex of the value), so that scoping
 is a term of the MATCH itself rather than a join.
 """
@@ -27,9 +27,9 @@ from typing import Any, NamedTuple
 
 from django.db import connections
 
-from memory import dates
-from orca_memory.db.base import VectorSupport
-from orca_memory.db.functions import cjk_terms, without_cjk
+from memory import dates, text
+from memory.text import cjk_terms, without_cjk
+from orca_memory.db.base import VectorExtension
 
 # vec0 scans a chunk at a time and reserves whole chunks per partition (default 1024 rows):
 # 128 keeps a small agent's footprint small and made in-partition KNN fastest when measured.
@@ -183,10 +183,10 @@ def vectors_exist(*, using: str = "default") -> bool:
     return False
 
 
-def vector_status(*, using: str = "default") -> VectorSupport:
+def vector_index_status(*, using: str = "default") -> VectorExtension:
     """Whether KNN can run: sqlite-vec loaded and every vector table present."""
     connection = connections[using]
-    support = connection.vector_search
+    support = connection.vector_extension
     if not support.enabled:
         return support
     with connection.cursor() as cursor:
@@ -194,7 +194,7 @@ def vector_status(*, using: str = "default") -> VectorSupport:
         present = {name for (name,) in cursor.fetchall()}
     missing = [table.name for table in VECTOR_TABLES if table.name not in present]
     if missing:
-        return VectorSupport(
+        return VectorExtension(
             False,
             f"the vector tables {', '.join(missing)} are missing: the database was migrated "
             "while sqlite-vec could not be loaded",
@@ -272,6 +272,19 @@ def knn(
 
 
 # --- text ----------------------------------------------------------------------------------
+
+
+def register_sql_functions(*, connection: Any, **_: Any) -> None:
+    """`connection_created` receiver: the text analysis the FTS5 triggers call, as SQL functions."""
+    if connection.vendor != "sqlite":
+        return
+    for name, arity, function in (
+        ("orca_fts_words", 1, text.without_cjk),
+        ("orca_cjk_terms", 1, text.cjk_terms),
+        ("orca_fts_terms", 1, text.fts_terms),
+        ("orca_message_label", 3, text.message_label),
+    ):
+        connection.connection.create_function(name, arity, function, deterministic=True)
 
 
 def scope_token(value: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from orca_memory.db.functions import CJK_RUN
+from memory.text import CJK_RUN
 
 CJK_TOKENS_PER_CHAR = 1.5
 OTHER_CHARS_PER_TOKEN = 4

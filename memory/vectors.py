@@ -29,7 +29,7 @@ from memory.embeddings import (
     Signature,
 )
 from memory.models import LongTermMemory, MainMessage, ShortTermMemory, VectorIndexState
-from orca_memory.db.functions import speaker
+from memory.text import speaker
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ class SignatureMismatch(Exception):
 
 
 @dataclass(frozen=True)
-class VectorStatus:
+class VectorSearchStatus:
     enabled: bool
     reason: str | None
     signature: Signature | None
@@ -59,20 +59,20 @@ def _stored_signature() -> Signature | None:
     return Signature(state.provider, state.model, state.dimension) if state else None
 
 
-def vector_search_status(embedder: Embedder | None = None) -> VectorStatus:
+def vector_search_status(embedder: Embedder | None = None) -> VectorSearchStatus:
     """Whether vector search can answer now, and if not, a reason an operator can act on."""
-    support = index.vector_status()
+    support = index.vector_index_status()
     if not support.enabled:
-        return VectorStatus(False, support.reason, None)
+        return VectorSearchStatus(False, support.reason, None)
     embedder = embedder or embeddings.configured_embedder()
     if embedder is None:
-        return VectorStatus(False, "no embedding provider is configured", None)
+        return VectorSearchStatus(False, "no embedding provider is configured", None)
     stored = _stored_signature()
     if stored == embedder.signature:
         not_loaded = _model_not_loaded(embedder)
-        return VectorStatus(not_loaded is None, not_loaded, embedder.signature)
+        return VectorSearchStatus(not_loaded is None, not_loaded, embedder.signature)
     if index.vectors_exist():
-        return VectorStatus(
+        return VectorSearchStatus(
             False,
             f"the vectors were made by {stored or 'an unknown provider'} but the configured "
             f"provider is {embedder.signature}: run `python manage.py reembed`",
@@ -80,7 +80,7 @@ def vector_search_status(embedder: Embedder | None = None) -> VectorStatus:
         )
     # Nothing to find yet, and the empty tables may have another dimension (a query would
     # fail) until the task worker's first run prepares them for this provider.
-    return VectorStatus(
+    return VectorSearchStatus(
         False,
         f"no vectors of {embedder.signature} yet: the task worker prepares the index "
         "on its first run",
@@ -209,7 +209,7 @@ def delete_with_vectors(rows: QuerySet[Any]) -> int:
     (source,) = [source for source in SOURCES if source.model is rows.model]
     with transaction.atomic():
         ids = list(rows.values_list("pk", flat=True))
-        if index.vector_status().enabled:
+        if index.vector_index_status().enabled:
             index.vector_delete(source.table, ids)
         rows.delete()
     return len(ids)
@@ -221,7 +221,7 @@ def drop_vectors(rows: QuerySet[Any]) -> int:
     (source,) = [source for source in SOURCES if source.model is rows.model]
     with transaction.atomic():
         ids = list(rows.values_list("pk", flat=True))
-        if index.vector_status().enabled:
+        if index.vector_index_status().enabled:
             index.vector_delete(source.table, ids)
         source.model.objects.filter(pk__in=ids).update(has_embedding=False)
     return len(ids)
@@ -266,7 +266,7 @@ def embed_pending(
     SignatureMismatch when the tables belong to another provider.
     """
     embedder = embedder or embeddings.configured_embedder()
-    if embedder is None or not index.vector_status().enabled:
+    if embedder is None or not index.vector_index_status().enabled:
         return 0
     prepare_index(embedder.signature)
     batch_size = batch_size or settings.ORCA.embedding_batch_size

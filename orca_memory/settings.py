@@ -116,13 +116,22 @@ TEMPLATES = [
     },
 ]
 
+# Every SQLite connection: WAL, so readers never wait for the writer; NORMAL sync (durable in
+# WAL mode but for a power loss); writers queue behind each other (IMMEDIATE transactions) and a
+# 10 s busy timeout absorbs bursts of concurrent API calls and background embedding without
+# "database is locked"; vec0 has no ANN index, every KNN scans the vectors, and memory-mapped
+# reads make that scan ~1.5x faster (docs/BENCHMARKS.md; the map is address space, not RSS).
+SQLITE_INIT_COMMAND = (
+    "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 10000; "
+    f"PRAGMA mmap_size = {1 << 30}"
+)
 DATABASES = {
     "default": {
         "ENGINE": "orca_memory.db",
         "NAME": ORCA.db_path,
         # Writers take the lock when the transaction begins, so two writers never deadlock
-        # upgrading a read lock; the busy timeout (see orca_memory.db.base) makes them queue.
-        "OPTIONS": {"transaction_mode": "IMMEDIATE"},
+        # upgrading a read lock; the busy timeout makes them queue.
+        "OPTIONS": {"transaction_mode": "IMMEDIATE", "init_command": SQLITE_INIT_COMMAND},
         "TEST": {"NAME": ORCA.data_dir / "test_orca.db"},
     }
 }

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from memory.dates import MONTHS, Day, find_day_mentions, find_days
-from orca_memory.db.functions import message_label
+from memory.text import message_label
 
 # A Thursday.
 NOW = datetime(2023, 5, 11, 9, 0, tzinfo=UTC)

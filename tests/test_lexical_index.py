@@ -11,7 +11,7 @@ import pytest
 from memory import index
 from memory.index import MEMORY_TEXT, MESSAGE_TEXT, SUMMARY_TEXT
 from memory.models import LongTermMemory, MainMessage, ShortTermMemory
-from orca_memory.db.functions import cjk_terms
+from memory.text import cjk_terms
 
 pytestmark = pytest.mark.django_db
 

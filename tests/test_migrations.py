@@ -39,7 +39,7 @@ def _expected_schema() -> dict[str, str]:
 
 def test_the_migrated_fts_and_vector_schema_is_what_the_index_code_expects(sql):
     # Equality, not inclusion: a trigger left from an older schema fails too.
-    assert connection.vector_search.enabled
+    assert connection.vector_extension.enabled
     assert dict(sql(SCHEMA)) == _expected_schema()
 
 

@@ -142,4 +142,4 @@ def test_it_creates_every_vector_table_with_the_configured_dimension(sql):
         (ddl,) = sql("SELECT sql FROM sqlite_master WHERE name = %s", [table.name])[0]
         assert f"FLOAT[{DIM}]" in ddl.upper()
         assert "agent_id TEXT PARTITION KEY" in ddl
-    assert index.vector_status().enabled
+    assert index.vector_index_status().enabled

@@ -84,7 +84,7 @@ VECTOR_TABLE_NAMES = ["vec_main_messages", "vec_short_term_memories", "vec_long_
 
 def create_vector_tables(apps, schema_editor) -> None:
     connection = schema_editor.connection
-    support = connection.vector_search
+    support = connection.vector_extension
     if not support.enabled:
         logger.warning("Skipping the vector tables: %s", support.reason)
         return
@@ -96,7 +96,7 @@ def create_vector_tables(apps, schema_editor) -> None:
 
 def drop_vector_tables(apps, schema_editor) -> None:
     connection = schema_editor.connection
-    if not connection.vector_search.enabled:
+    if not connection.vector_extension.enabled:
         return
     with connection.cursor() as cursor:
         for name in VECTOR_TABLE_NAMES:

@@ -1,10 +1,12 @@
-"""Django's SQLite backend, plus sqlite-vec on every connection and the pragmas orca relies on.
+"""Django's SQLite backend, plus sqlite-vec on every connection.
 
 Selected with `ENGINE = "orca_memory.db"`. Like Django's SpatiaLite backend it loads an extension
 in `get_new_connection()`. Many Python builds (this project's pyenv ones among them) compile the
 standard library's sqlite3 without extension loading; then the `pysqlite3` driver (package
 `pysqlite3-binary`) is used instead. When neither can load sqlite-vec, the service still runs:
-`connection.vector_search` says vectors are off and why, and the reason is logged once.
+`connection.vector_extension` says vectors are off and why, and the reason is logged once.
+The pragmas are the database's `OPTIONS` (settings.SQLITE_INIT_COMMAND); the SQL functions the
+lexical index's triggers call are registered by memory.index on `connection_created`.
 """
 
 from __future__ import annotations
@@ -24,17 +26,9 @@ from django.db.backends.sqlite3 import base as sqlite_base
 from django.db.backends.sqlite3._functions import register as register_django_functions
 from django.utils.dateparse import parse_date, parse_datetime, parse_time
 
-from orca_memory.db import functions
 from orca_memory.files import create_private_file, make_private
 
 logger = logging.getLogger(__name__)
-
-# Writers queue behind each other (IMMEDIATE transactions); a 10 s wait absorbs bursts of
-# concurrent API calls and background embedding without surfacing "database is locked".
-BUSY_TIMEOUT_MS = 10_000
-# vec0 has no ANN index: every KNN scans the vectors, and memory-mapped reads make that
-# scan ~1.5x faster (docs/BENCHMARKS.md). The map is virtual address space, not RSS.
-MMAP_SIZE = 1 << 30
 
 
 def _pick_driver() -> ModuleType:
@@ -52,7 +46,7 @@ Driver = _pick_driver()
 
 
 @dataclass(frozen=True)
-class VectorSupport:
+class VectorExtension:
     """Whether this connection can use vec0, and if not, a reason an operator can act on."""
 
     enabled: bool
@@ -63,13 +57,13 @@ class VectorSupport:
 _logged_reasons: set[str] = set()
 
 
-def load_sqlite_vec(conn: Any) -> VectorSupport:
+def load_sqlite_vec(conn: Any) -> VectorExtension:
     try:
         import sqlite_vec
     except ImportError as exc:
-        return VectorSupport(False, f"the sqlite-vec package cannot be imported ({exc})")
+        return VectorExtension(False, f"the sqlite-vec package cannot be imported ({exc})")
     if not hasattr(conn, "enable_load_extension"):
-        return VectorSupport(
+        return VectorExtension(
             False,
             "this Python's sqlite3 cannot load extensions and pysqlite3-binary is not installed",
         )
@@ -81,11 +75,11 @@ def load_sqlite_vec(conn: Any) -> VectorSupport:
             conn.enable_load_extension(False)
         (version,) = conn.execute("SELECT vec_version()").fetchone()
     except Driver.Error as exc:
-        return VectorSupport(False, f"loading the sqlite-vec extension failed ({exc})")
-    return VectorSupport(True, version=version)
+        return VectorExtension(False, f"loading the sqlite-vec extension failed ({exc})")
+    return VectorExtension(True, version=version)
 
 
-def _log_once(support: VectorSupport) -> None:
+def _log_once(support: VectorExtension) -> None:
     if support.reason and support.reason not in _logged_reasons:
         _logged_reasons.add(support.reason)
         logger.warning("Vector search is disabled: %s", support.reason)
@@ -176,17 +170,17 @@ class CursorWrapper(Driver.Cursor):
 class DatabaseWrapper(sqlite_base.DatabaseWrapper):
     Database = Driver
 
-    _vector_support: VectorSupport | None = None
+    _vector_extension: VectorExtension | None = None
 
     @property
-    def vector_search(self) -> VectorSupport:
+    def vector_extension(self) -> VectorExtension:
         """Whether vec0 is loaded on this connection (opening it if needed)."""
         self.ensure_connection()
-        assert self._vector_support is not None
-        return self._vector_support
+        assert self._vector_extension is not None
+        return self._vector_extension
 
     def get_new_connection(self, conn_params: dict[str, Any]) -> Any:
-        # Django's body with our driver and connection class, then orca's additions.
+        # Django's body with our driver and connection class, then sqlite-vec.
         private_database_file(conn_params["database"])
         conn = Driver.connect(**conn_params, factory=Connection)
         register_django_functions(conn)
@@ -195,13 +189,8 @@ class DatabaseWrapper(sqlite_base.DatabaseWrapper):
         for init_command in self.init_commands:
             if init_command := init_command.strip():
                 conn.execute(init_command)
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        conn.execute(f"PRAGMA mmap_size = {MMAP_SIZE}")
-        functions.register(conn)
-        self._vector_support = load_sqlite_vec(conn)
-        _log_once(self._vector_support)
+        self._vector_extension = load_sqlite_vec(conn)
+        _log_once(self._vector_extension)
         return conn
 
     def create_cursor(self, name: str | None = None) -> Any:

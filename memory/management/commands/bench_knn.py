@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
 from memory import index
 from memory.measure import median_and_range, percentile
-from orca_memory.db.base import MMAP_SIZE, Driver, load_sqlite_vec
+from orca_memory.db.base import Driver, load_sqlite_vec
 
 K = 10
 SESSIONS_PER_AGENT = 20
@@ -193,8 +194,7 @@ class Command(BaseCommand):
 
     def _connect(self, path: Path) -> Any:
         conn = Driver.connect(str(path), isolation_level=None)
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute(f"PRAGMA mmap_size = {MMAP_SIZE}")
+        conn.executescript(settings.SQLITE_INIT_COMMAND)  # the service's pragmas
         support = load_sqlite_vec(conn)
         if not support.enabled:
             raise SystemExit(f"sqlite-vec is not available: {support.reason}")
