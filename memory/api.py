@@ -254,15 +254,21 @@ class ContextOut(Schema):
 
 class DatabaseHealthOut(Schema):
     ok: bool
+    engine: str | None = Field(None, description="sqlite or postgresql")
     sqlite_version: str | None = None
+    postgres_version: str | None = None
     journal_mode: str | None = None
     error: str | None = None
 
 
 class VectorHealthOut(Schema):
-    enabled: bool = Field(description="sqlite-vec loaded and the vector tables present")
+    enabled: bool = Field(
+        description="the vector extension (sqlite-vec or pgvector) there and the vector tables "
+        "present"
+    )
     reason: str | None = None
     sqlite_vec_version: str | None = None
+    pgvector_version: str | None = None
 
 
 class EmbeddingHealthOut(Schema):

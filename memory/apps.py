@@ -15,4 +15,4 @@ class MemoryConfig(AppConfig):
         from memory import embeddings, index
 
         embeddings.provider_name()
-        connection_created.connect(index.register_sql_functions)
+        connection_created.connect(index.prepare_connection)

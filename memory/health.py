@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from django.conf import settings
-from django.db import DatabaseError, connection
+from django.db import DatabaseError
 
 from memory import embeddings, index, vectors
 
@@ -43,11 +43,7 @@ def _embedding_report() -> dict[str, object]:
 
 def service_health() -> Health:
     try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT sqlite_version()")
-            (sqlite_version,) = cursor.fetchone()
-            cursor.execute("PRAGMA journal_mode")
-            (journal_mode,) = cursor.fetchone()
+        database = index.database_report()
         support = index.vector_index_status()
         embedding = _embedding_report()
     except DatabaseError as exc:
@@ -69,11 +65,13 @@ def service_health() -> Health:
     )
     return Health(
         status="degraded" if degraded else "ok",
-        database={"ok": True, "sqlite_version": sqlite_version, "journal_mode": journal_mode},
+        database={"ok": True, **database},
         vector_search={
             "enabled": support.enabled,
             "reason": support.reason,
-            "sqlite_vec_version": support.version,
+            f"{'sqlite_vec' if database['engine'] == 'sqlite' else 'pgvector'}_version": (
+                support.version
+            ),
         },
         embedding=embedding,
     )

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 
 class ConfigError(Exception):
@@ -25,6 +26,8 @@ class Config:
     config_file: Path
     data_dir: Path
     db_path: Path
+    # A URL may carry the database password.
+    database_url: str | None = field(repr=False)
     model_window: int
     embedding_provider: str
     embedding_dim: int
@@ -51,6 +54,38 @@ def _positive_int(value: str) -> int:
 
 def _path(value: str) -> Path:
     return Path(value).expanduser()
+
+
+def postgres_settings(url: str) -> dict[str, Any]:
+    """Django's DATABASES entry for a `postgres://` or `postgresql://` URL.
+
+    libpq's forms work too: a Unix socket directory as `?host=/run/postgresql` (the URL's host
+    left empty), an empty password (`postgresql://orca:@/orca?host=...`), the database as
+    `?dbname=`; any other query parameter (`sslmode=require`, `connect_timeout=5`...) goes to
+    libpq unchanged.
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("postgres", "postgresql"):
+        raise ValueError("use a postgres:// or postgresql:// URL")
+    options = dict(parse_qsl(parts.query, keep_blank_values=True))
+    port = parts.port  # ValueError for a port that is not a number
+    name = unquote(parts.path.lstrip("/")) or options.pop("dbname", "")
+    if not name:
+        raise ValueError("name the database in the URL's path: postgresql://host/orca")
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": name,
+        "USER": unquote(parts.username or "") or options.pop("user", ""),
+        "PASSWORD": unquote(parts.password or "") or options.pop("password", ""),
+        "HOST": options.pop("host", "") or unquote(parts.hostname or ""),
+        "PORT": str(port or options.pop("port", "")),
+        "OPTIONS": options,
+    }
+
+
+def _database_url(value: str) -> str:
+    postgres_settings(value)
+    return value
 
 
 EMBEDDING_PROVIDERS = ("auto", "siliconflow", "openai", "local", "none")
@@ -82,6 +117,7 @@ class Setting:
     key: str
     parse: Callable[[str], Any]
     default: Any  # a value, or a function of the settings resolved before this one
+    secret: bool = False  # never repeated in an error message
 
     @property
     def env(self) -> str:
@@ -95,6 +131,7 @@ class Setting:
 SETTINGS: tuple[Setting, ...] = (
     Setting("orca", "data_dir", _path, lambda resolved: resolved["home"] / "data"),
     Setting("orca", "db_path", _path, lambda resolved: resolved["data_dir"] / "orca.db"),
+    Setting("orca", "database_url", _database_url, None, secret=True),
     Setting("orca", "model_window", _positive_int, 8192),
     Setting("orca", "embedding_provider", _provider, "auto"),
     Setting("orca", "embedding_dim", _positive_int, 1024),
@@ -102,11 +139,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("orca", "max_content_bytes", _positive_int, 1024 * 1024),
     Setting("orca", "long_term_cap", _positive_int, 10_000),
     Setting("orca", "jsonl_backup", _flag, False),
-    Setting("siliconflow", "api_key", _text, None),
+    Setting("siliconflow", "api_key", _text, None, secret=True),
     Setting("siliconflow", "base_url", _text, "https://api.siliconflow.cn/v1"),
     Setting("siliconflow", "embedding_model", _text, "Pro/BAAI/bge-m3"),
     Setting("siliconflow", "chat_model", _text, "Qwen/Qwen2.5-7B-Instruct"),
-    Setting("openai", "api_key", _text, None),
+    Setting("openai", "api_key", _text, None, secret=True),
     Setting("openai", "base_url", _text, None),
     Setting("openai", "embedding_model", _text, None),
 )
@@ -160,7 +197,8 @@ def _parse(setting: Setting, raw: Any, where: str) -> Any:
     try:
         return setting.parse(str(raw))
     except ValueError as exc:
-        raise ConfigError(f"{where}: invalid value {raw!r} ({exc})") from exc
+        shown = "" if setting.secret else f" {raw!r}"
+        raise ConfigError(f"{where}: invalid value{shown} ({exc})") from exc
 
 
 def load_config(env: Mapping[str, str] | None = None) -> Config:

@@ -8,7 +8,7 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
-from orca_memory.config import ConfigError, load_config
+from orca_memory.config import ConfigError, load_config, postgres_settings
 from orca_memory.files import PRIVATE_DIR_MODE, make_private, private_dir
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -125,16 +125,26 @@ SQLITE_INIT_COMMAND = (
     "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 10000; "
     f"PRAGMA mmap_size = {1 << 30}"
 )
-DATABASES = {
-    "default": {
-        "ENGINE": "orca_memory.db",
-        "NAME": ORCA.db_path,
-        # Writers take the lock when the transaction begins, so two writers never deadlock
-        # upgrading a read lock; the busy timeout makes them queue.
-        "OPTIONS": {"transaction_mode": "IMMEDIATE", "init_command": SQLITE_INIT_COMMAND},
-        "TEST": {"NAME": ORCA.data_dir / "test_orca.db"},
-    }
+SQLITE_DATABASE = {
+    "ENGINE": "orca_memory.db",
+    "NAME": ORCA.db_path,
+    # Writers take the lock when the transaction begins, so two writers never deadlock
+    # upgrading a read lock; the busy timeout makes them queue.
+    "OPTIONS": {"transaction_mode": "IMMEDIATE", "init_command": SQLITE_INIT_COMMAND},
+    "TEST": {"NAME": ORCA.data_dir / "test_orca.db"},
 }
+# ORCA_DATABASE_URL selects PostgreSQL (docs/DEPLOYMENT.md). Connections are kept between
+# requests, checked before reuse, so a server restart costs one failed check, not an error.
+DATABASES = {
+    "default": (
+        {**postgres_settings(ORCA.database_url), "CONN_MAX_AGE": 60, "CONN_HEALTH_CHECKS": True}
+        if ORCA.database_url
+        else SQLITE_DATABASE
+    )
+}
+# Migration operations marked with hints={"vendor": ...} run on that engine only.
+DATABASE_ROUTERS = ["orca_memory.routers.EngineRouter"]
+
 # The content limit (ORCA_MAX_CONTENT_BYTES) counts the UTF-8 bytes of the decoded text; the
 # body carries it JSON-escaped, which most clients do for everything beyond ASCII (json.dumps'
 # default): an emoji's 4 bytes become 12 (\ud83d\ude00), a control character's 1 byte 6

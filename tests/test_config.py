@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from orca_memory.config import ConfigError, load_config
+from orca_memory.config import ConfigError, load_config, postgres_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -83,7 +83,7 @@ def test_a_malformed_file_names_the_file_and_line(tmp_path):
         ("[orca]\nmodel_window = -5\n", "[orca] model_window: invalid value -5"),
         ('[orca]\nmodel_window = "big"\n', "[orca] model_window: invalid value 'big'"),
         ("[orca]\nmodel_window = true\n", "[orca] model_window: expected a string or a number"),
-        ('[siliconflow]\napi_key = ""\n', "[siliconflow] api_key: invalid value ''"),
+        ('[siliconflow]\napi_key = ""\n', "[siliconflow] api_key: invalid value (it is empty)"),
     ],
 )
 def test_it_rejects_unknown_or_invalid_settings_by_name(tmp_path, text, expected):
@@ -119,3 +119,44 @@ def test_the_service_refuses_to_start_on_a_malformed_file(tmp_path):
     assert f"configuration error: {tmp_path / 'config.toml'}" in result.stderr
     assert "line 1" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_database_url_selects_postgresql_in_libpq_forms(tmp_path):
+    assert load_config({"ORCA_HOME": str(tmp_path)}).database_url is None
+    socket = "postgresql://orca:@/orca?host=/run/postgresql"
+    assert postgres_settings(socket) == {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": "orca",
+        "USER": "orca",
+        "PASSWORD": "",
+        "HOST": "/run/postgresql",
+        "PORT": "",
+        "OPTIONS": {},
+    }
+    tcp = postgres_settings("postgres://me:p%40ss@db.example:6543/memory?sslmode=require")
+    assert (tcp["USER"], tcp["PASSWORD"], tcp["HOST"], tcp["PORT"]) == (
+        "me",
+        "p@ss",
+        "db.example",
+        "6543",
+    )
+    assert (tcp["NAME"], tcp["OPTIONS"]) == ("memory", {"sslmode": "require"})
+    write_config(tmp_path, '[orca]\ndatabase_url = "postgresql://localhost/orca"\n')
+    assert load_config({"ORCA_HOME": str(tmp_path)}).database_url == "postgresql://localhost/orca"
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("mysql://u:secret@host/orca", "use a postgres:// or postgresql:// URL"),
+        ("postgresql://u:secret@host", "name the database"),
+        ("postgresql://u:secret@host:port/orca", "Port could not be cast"),
+    ],
+)
+def test_a_bad_database_url_is_refused_without_showing_it(tmp_path, url, reason):
+    with pytest.raises(ConfigError) as error:
+        load_config({"ORCA_HOME": str(tmp_path), "ORCA_DATABASE_URL": url})
+    assert "ORCA_DATABASE_URL" in str(error.value)
+    assert reason in str(error.value)
+    assert "secret" not in str(error.value)
+    assert "secret" not in repr(load_config({"ORCA_HOME": str(tmp_path)}))

@@ -6,6 +6,7 @@ import json
 
 import pytest
 import sqlite_vec
+from django.db import connection
 
 from memory.models import MainMessage
 from memory.tokens import estimate_tokens
@@ -32,17 +33,38 @@ def test_it_reports_a_healthy_service_without_auth(client, sql):
     assert response.status_code == 200
     body = response.json()
     assert body["status"] == "ok"
-    assert body["database"] == {
-        "ok": True,
-        "sqlite_version": sql("SELECT sqlite_version()")[0][0],
-        "journal_mode": "wal",
-        "error": None,
-    }
-    assert body["vector_search"] == {
-        "enabled": True,
-        "reason": None,
-        "sqlite_vec_version": f"v{sqlite_vec.__version__}",
-    }
+    if connection.vendor == "sqlite":
+        assert body["database"] == {
+            "ok": True,
+            "engine": "sqlite",
+            "sqlite_version": sql("SELECT sqlite_version()")[0][0],
+            "postgres_version": None,
+            "journal_mode": "wal",
+            "error": None,
+        }
+        assert body["vector_search"] == {
+            "enabled": True,
+            "reason": None,
+            "sqlite_vec_version": f"v{sqlite_vec.__version__}",
+            "pgvector_version": None,
+        }
+    else:
+        assert body["database"] == {
+            "ok": True,
+            "engine": "postgresql",
+            "sqlite_version": None,
+            "postgres_version": sql("SHOW server_version")[0][0],
+            "journal_mode": None,
+            "error": None,
+        }
+        assert body["vector_search"] == {
+            "enabled": True,
+            "reason": None,
+            "sqlite_vec_version": None,
+            "pgvector_version": sql("SELECT extversion FROM pg_extension WHERE extname = 'vector'")[
+                0
+            ][0],
+        }
     assert body["embedding"] == {
         "provider": "none",
         "model": None,

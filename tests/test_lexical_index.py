@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memory import index
+from memory import index, index_sqlite
 from memory.index import MEMORY_TEXT, MESSAGE_TEXT, SUMMARY_TEXT
 from memory.models import LongTermMemory, MainMessage, ShortTermMemory
 from memory.text import cjk_terms
@@ -169,13 +169,16 @@ def test_it_treats_fts5_syntax_in_queries_as_text(query):
 def test_a_query_without_days_has_the_same_expression_with_or_without_now():
     now = datetime(2023, 5, 11, 9, 0, tzinfo=UTC)
     for query in ("green tea", "what is the budget", "用户的偏好是什么", "the 2 of us"):
-        assert index.match_expression(query, now=now) == index.match_expression(query)
-    assert index.match_expression("green tea", now=now) == '{body ctx}:"green" OR {body ctx}:"tea"'
+        assert index_sqlite.match_expression(query, now=now) == index_sqlite.match_expression(query)
+    assert (
+        index_sqlite.match_expression("green tea", now=now)
+        == '{body ctx}:"green" OR {body ctx}:"tea"'
+    )
 
 
 def test_a_day_in_a_query_is_a_phrase_on_the_label_in_place_of_its_words():
     now = datetime(2023, 5, 11, 9, 0, tzinfo=UTC)
-    expression = index.match_expression
+    expression = index_sqlite.match_expression
     assert expression("5月2号那天", now=now) == 'body:"2 May" OR {cjk ctx}:"那天"'
     assert expression("tea on May 2nd, 2023", now=now) == ('body:"2 May 2023" OR {body ctx}:"tea"')
     assert expression("what did I do yesterday?", now=now) == 'body:"10 May 2023"'

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import OperationalError, connection
 from django.db.migrations.executor import MigrationExecutor
 
-from memory import index
+from memory import index, index_sqlite
 from memory.models import LongTermMemory, MainMessage, ShortTermMemory
 
 pytestmark = pytest.mark.django_db
@@ -28,11 +28,11 @@ def _expected_schema() -> dict[str, str]:
     expected = {}
     for table in index.LEXICAL_TABLES:
         names = [table.name, *(f"{table.name}_sync_{e}" for e in ("insert", "delete", "update"))]
-        statements = [forward for forward, _ in index.lexical_table_sql(table)]
+        statements = [forward for forward, _ in index_sqlite.lexical_table_sql(table)]
         expected.update(zip(names, statements, strict=True))
     for table in index.VECTOR_TABLES:
         # SQLite stores a CREATE statement without its IF NOT EXISTS.
-        sql = index.vector_table_sql(table, settings.ORCA.embedding_dim)
+        sql = index_sqlite.vector_table_sql(table, settings.ORCA.embedding_dim)
         expected[table.name] = sql.replace(" IF NOT EXISTS", "", 1)
     return expected
 

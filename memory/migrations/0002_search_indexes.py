@@ -20,6 +20,8 @@ from django.db import migrations
 
 logger = logging.getLogger(__name__)
 
+# FTS5 and vec0: SQLite only (orca_memory.routers; PostgreSQL's indexes are migration 0013).
+SQLITE = {"vendor": "sqlite"}
 # (forward, reverse) per statement: each FTS5 table, then its insert, delete and update triggers.
 LEXICAL = [
     (
@@ -107,6 +109,6 @@ class Migration(migrations.Migration):
     dependencies = [("memory", "0001_initial")]
 
     operations = [
-        *(migrations.RunSQL(forward, reverse) for forward, reverse in LEXICAL),
-        migrations.RunPython(create_vector_tables, drop_vector_tables),
+        *(migrations.RunSQL(forward, reverse, hints=SQLITE) for forward, reverse in LEXICAL),
+        migrations.RunPython(create_vector_tables, drop_vector_tables, hints=SQLITE),
     ]

@@ -7,6 +7,8 @@ from django.db import migrations, models
 # first operation recreates them when this migration is reversed, the last when applied.
 # (forward, reverse) per trigger, as literal text (issue 16): the triggers of
 # fts_short_term_memories, then those of fts_long_term_memories.
+# FTS5: SQLite only (orca_memory.routers; PostgreSQL's indexes are migration 0013).
+SQLITE = {"vendor": "sqlite"}
 TRIGGERS = [
     (
         'CREATE TRIGGER "fts_short_term_memories_sync_insert" AFTER INSERT ON "short_term_memories" BEGIN INSERT INTO "fts_short_term_memories" (rowid, body, cjk, ctx, agent_id, session_id) VALUES (new.id, orca_fts_words(new.content), orca_cjk_terms(new.content), \'\', \'s\' || lower(hex(new."agent_id")), \'s\' || lower(hex(new."session_id"))); END',
@@ -42,7 +44,7 @@ class Migration(migrations.Migration):
 
     operations = [
         *(
-            migrations.RunSQL(migrations.RunSQL.noop, forward, elidable=False)
+            migrations.RunSQL(migrations.RunSQL.noop, forward, elidable=False, hints=SQLITE)
             for forward, _ in TRIGGERS
         ),
         migrations.AddField(
@@ -150,5 +152,5 @@ class Migration(migrations.Migration):
                 ],
             },
         ),
-        *(migrations.RunSQL(forward, reverse) for forward, reverse in TRIGGERS),
+        *(migrations.RunSQL(forward, reverse, hints=SQLITE) for forward, reverse in TRIGGERS),
     ]

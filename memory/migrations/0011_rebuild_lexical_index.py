@@ -18,6 +18,8 @@ Nothing is reversed: 0002 now creates this same definition, so the database is a
 from django.db import migrations
 
 # Per table: drop its triggers and the table, create the table, refill it, create its triggers.
+# FTS5: SQLite only (orca_memory.routers; PostgreSQL's indexes are migration 0013).
+SQLITE = {"vendor": "sqlite"}
 MAIN_MESSAGES = [
     'DROP TRIGGER IF EXISTS "fts_main_messages_sync_insert"',
     'DROP TRIGGER IF EXISTS "fts_main_messages_sync_delete"',
@@ -61,6 +63,6 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.RunSQL(statement, migrations.RunSQL.noop)
+        migrations.RunSQL(statement, migrations.RunSQL.noop, hints=SQLITE)
         for statement in (*MAIN_MESSAGES, *SHORT_TERM_MEMORIES, *LONG_TERM_MEMORIES)
     ]

@@ -21,7 +21,7 @@ import numpy as np
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
-from memory import index
+from memory import index, index_sqlite
 from memory.measure import median_and_range, percentile
 from orca_memory.db.base import Driver, load_sqlite_vec
 
@@ -44,7 +44,7 @@ class Layout:
 
 def _layouts(dimension: int) -> list[Layout]:
     orca = index.MESSAGE_VECTORS
-    orca_ddl = index.vector_table_sql(orca, dimension)
+    orca_ddl = index_sqlite.vector_table_sql(orca, dimension)
     orca_insert = (
         f"INSERT INTO {orca.name} (msg_id, agent_id, session_id, role, msg_type, created_at, "
         "embedding) VALUES (?, ?, ?, 'user', 'normal', ?, ?)"

@@ -1,0 +1,340 @@
+"""The SQLite engine of the indexes: sqlite-vec's vec0 for vectors, FTS5 for text.
+
+Vectors: one vec0 table per searchable table, partitioned by `agent_id`, since every query is
+scoped to one agent and KNN inside a partition scans only that agent's vectors
+(docs/BENCHMARKS.md). The narrower filters are vec0 metadata columns, applied during the scan.
+
+Text: one FTS5 table per searchable table (porter-stemmed unicode61), filled by triggers from the
+base table. It holds the words of the text (`body`), its CJK unigrams and bigrams (`cjk`, see
+memory.text), for messages the two messages before it (`ctx`), and the scope as one exact token
+per column (`agent_id`, `session_id`: "s" + hex of the value), so that scoping is a term of the
+MATCH itself rather than a join.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Collection, Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from django.db import connections
+
+from memory import text
+from memory.index_schema import (
+    CONTEXT_MESSAGES,
+    FILTER_OPERATORS,
+    KNN_MAX_K,
+    MESSAGE_TEXT,
+    VECTOR_TABLES,
+    Filter,
+    Hit,
+    LexicalTable,
+    VectorIndexStatus,
+    VectorTable,
+    query_terms,
+)
+
+# vec0 scans a chunk at a time and reserves whole chunks per partition (default 1024 rows):
+# 128 keeps a small agent's footprint small and made in-partition KNN fastest when measured.
+CHUNK_SIZE = 128
+
+TEXT_COLUMNS = ("body", "cjk", "ctx")
+TEXT_WEIGHTS = ("1.0", "1.0", "0.5")
+
+# What each FTS5 table's `body` and `ctx` hold, as SQL over the trigger's row `{r}`; `cjk` is
+# always the CJK terms of the row's content.
+_PREVIOUS_MESSAGES = (
+    "(SELECT group_concat(orca_message_label(NULL, p.role, p.metadata) || p.content, char(10)) "
+    "FROM (SELECT role, metadata, content FROM main_messages AS p "
+    "WHERE p.agent_id = {r}.agent_id AND p.session_id = {r}.session_id "
+    "AND (p.timestamp, p.id) < ({r}.timestamp, {r}.id) "
+    f"ORDER BY p.timestamp DESC, p.id DESC LIMIT {CONTEXT_MESSAGES}) AS p)"
+)
+_BODY = {
+    MESSAGE_TEXT.name: "orca_message_label({r}.timestamp, {r}.role, {r}.metadata) || {r}.content"
+}
+_CONTEXT = {MESSAGE_TEXT.name: f"orca_fts_terms({_PREVIOUS_MESSAGES})"}
+
+
+def _q(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+def database_report(*, using: str = "default") -> dict[str, object]:
+    with connections[using].cursor() as cursor:
+        cursor.execute("SELECT sqlite_version()")
+        (version,) = cursor.fetchone()
+        cursor.execute("PRAGMA journal_mode")
+        (journal_mode,) = cursor.fetchone()
+    return {"engine": "sqlite", "sqlite_version": version, "journal_mode": journal_mode}
+
+
+# --- vectors -------------------------------------------------------------------------------
+
+
+def vector_table_sql(table: VectorTable, dimension: int) -> str:
+    # vec0's constructor does not parse quoted identifiers; these names are constants above.
+    metadata = "".join(f", {column} {kind}" for column, kind in table.metadata.items())
+    return (
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS {table.name} USING vec0("
+        f"{table.key} INTEGER PRIMARY KEY, agent_id TEXT PARTITION KEY{metadata}, "
+        f"embedding FLOAT[{int(dimension)}] distance_metric=cosine, chunk_size={CHUNK_SIZE})"
+    )
+
+
+def create_vector_tables(*, dimension: int, using: str = "default") -> None:
+    with connections[using].cursor() as cursor:
+        for table in VECTOR_TABLES:
+            cursor.execute(vector_table_sql(table, dimension))
+
+
+def drop_vector_tables(*, using: str = "default") -> None:
+    with connections[using].cursor() as cursor:
+        for table in VECTOR_TABLES:
+            cursor.execute(f"DROP TABLE IF EXISTS {_q(table.name)}")
+
+
+def vectors_exist(*, using: str = "default") -> bool:
+    """Whether any vector table holds a vector."""
+    with connections[using].cursor() as cursor:
+        for table in VECTOR_TABLES:
+            cursor.execute(f"SELECT 1 FROM {_q(table.name)} LIMIT 1")
+            if cursor.fetchone():
+                return True
+    return False
+
+
+def vector_index_status(*, using: str = "default") -> VectorIndexStatus:
+    """Whether KNN can run: sqlite-vec loaded and every vector table present."""
+    connection = connections[using]
+    extension = connection.vector_extension
+    if not extension.enabled:
+        return VectorIndexStatus(False, extension.reason)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        present = {name for (name,) in cursor.fetchall()}
+    missing = [table.name for table in VECTOR_TABLES if table.name not in present]
+    if missing:
+        return VectorIndexStatus(
+            False,
+            f"the vector tables {', '.join(missing)} are missing: the database was migrated "
+            "while sqlite-vec could not be loaded",
+            extension.version,
+        )
+    return VectorIndexStatus(True, None, extension.version)
+
+
+def _as_float32(embedding: Sequence[float]) -> bytes:
+    if not all(math.isfinite(x) for x in embedding):
+        raise ValueError("embedding contains NaN or infinite values")
+    return array("f", embedding).tobytes()
+
+
+def vector_put(
+    table: VectorTable,
+    *,
+    row_id: int,
+    agent_id: str,
+    embedding: Sequence[float],
+    metadata: dict[str, str | int],
+    using: str = "default",
+) -> None:
+    """Insert or replace the vector of one row. Joins the caller's transaction."""
+    if set(metadata) != set(table.metadata):
+        raise ValueError(
+            f"{table.name} needs metadata {sorted(table.metadata)}, got {sorted(metadata)}"
+        )
+    columns = [table.key, "agent_id", *metadata, "embedding"]
+    values = [row_id, agent_id, *metadata.values(), _as_float32(embedding)]
+    with connections[using].cursor() as cursor:
+        # vec0 has no upsert, and a partition key cannot be updated: delete, then insert.
+        cursor.execute(f"DELETE FROM {_q(table.name)} WHERE {_q(table.key)} = %s", [row_id])
+        cursor.execute(
+            f"INSERT INTO {_q(table.name)} ({', '.join(map(_q, columns))}) "
+            f"VALUES ({', '.join(['%s'] * len(values))})",
+            values,
+        )
+
+
+def vector_delete(table: VectorTable, row_ids: Iterable[int], *, using: str = "default") -> None:
+    with connections[using].cursor() as cursor:
+        cursor.executemany(
+            f"DELETE FROM {_q(table.name)} WHERE {_q(table.key)} = %s", [[i] for i in row_ids]
+        )
+
+
+def knn(
+    table: VectorTable,
+    *,
+    agent_id: str,
+    embedding: Sequence[float],
+    k: int,
+    filters: Sequence[Filter] = (),
+    using: str = "default",
+) -> list[Hit]:
+    """The k nearest vectors of one agent, nearest first; score is the cosine similarity
+    (higher is closer, as with lexical_search)."""
+    if not 1 <= k <= KNN_MAX_K:
+        raise ValueError(f"k must be between 1 and {KNN_MAX_K}")
+    conditions = ["embedding MATCH %s", "k = %s", "agent_id = %s"]
+    params: list[Any] = [_as_float32(embedding), k, agent_id]
+    for column, op, value in filters:
+        if column not in table.metadata or op not in FILTER_OPERATORS:
+            raise ValueError(f"cannot filter {table.name} on {column} {op}")
+        conditions.append(f"{_q(column)} {op} %s")
+        params.append(value)
+    sql = (
+        f"SELECT {_q(table.key)}, distance FROM {_q(table.name)} "
+        f"WHERE {' AND '.join(conditions)} ORDER BY distance"
+    )
+    with connections[using].cursor() as cursor:
+        cursor.execute(sql, params)
+        return [Hit(row_id, 1 - distance) for row_id, distance in cursor.fetchall()]
+
+
+# --- text ---------------------------------------------------------------------------------
+
+
+def prepare_connection(*, connection: Any, **_: Any) -> None:
+    """`connection_created` receiver: the text analysis the FTS5 triggers call, as SQL functions."""
+    for name, arity, function in (
+        ("orca_fts_words", 1, text.without_cjk),
+        ("orca_cjk_terms", 1, text.cjk_terms),
+        ("orca_fts_terms", 1, text.fts_terms),
+        ("orca_message_label", 3, text.message_label),
+    ):
+        connection.connection.create_function(name, arity, function, deterministic=True)
+
+
+def scope_token(value: str) -> str:
+    """One unicode61 token per scope value, distinct for distinct values ("a-b" vs "a b").
+
+    The triggers compute the same token in SQL: 's' || lower(hex(value)).
+    """
+    return "s" + value.encode().hex()
+
+
+def lexical_table_sql(table: LexicalTable) -> list[tuple[str, str]]:
+    """(forward, reverse) statements: the FTS5 table, then its triggers.
+
+    The migrations hold this text frozen: a change here needs a migration that creates the new
+    text (tests/test_migrations.py compares the migrated schema with this).
+    """
+    columns = [*TEXT_COLUMNS, *table.scopes]
+    create = (
+        f"CREATE VIRTUAL TABLE {_q(table.name)} USING fts5({', '.join(columns)}, "
+        "tokenize='porter unicode61 remove_diacritics 2')"
+    )
+    return [(create, f"DROP TABLE {_q(table.name)}"), *lexical_trigger_sql(table)]
+
+
+def lexical_trigger_sql(table: LexicalTable) -> list[tuple[str, str]]:
+    """(forward, reverse) statements of the triggers that keep the FTS5 table in sync.
+
+    Django's SQLite schema editor rebuilds a table for most field changes, which drops its
+    triggers: a migration that alters a source table must create them again (see 0005).
+    `ctx` is computed when a row is inserted or updated; when a message's text or speaker is
+    edited or the message deleted, `reindex_messages` refreshes the rows it appears in.
+    """
+    columns = [*TEXT_COLUMNS, *table.scopes]
+    name, source = _q(table.name), _q(table.source)
+
+    def row(r: str) -> str:
+        body = _BODY.get(table.name, "{r}.content").format(r=r)
+        scopes = "".join(f", 's' || lower(hex({r}.{_q(s)}))" for s in table.scopes)
+        return (
+            f"{r}.id, orca_fts_words({body}), orca_cjk_terms({r}.content), "
+            f"{_CONTEXT.get(table.name, "''").format(r=r)}{scopes}"
+        )
+
+    insert = f"INSERT INTO {name} (rowid, {', '.join(columns)}) VALUES ({row('new')});"
+    delete = f"DELETE FROM {name} WHERE rowid = old.id;"
+    watched = ", ".join(_q(c) for c in ("content", *table.scopes))
+    trigger = (
+        _q(table.name + "_sync_insert"),
+        _q(table.name + "_sync_delete"),
+        _q(table.name + "_sync_update"),
+    )
+    return [
+        (
+            f"CREATE TRIGGER {trigger[0]} AFTER INSERT ON {source} BEGIN {insert} END",
+            f"DROP TRIGGER {trigger[0]}",
+        ),
+        (
+            f"CREATE TRIGGER {trigger[1]} AFTER DELETE ON {source} BEGIN {delete} END",
+            f"DROP TRIGGER {trigger[1]}",
+        ),
+        (
+            f"CREATE TRIGGER {trigger[2]} AFTER UPDATE OF {watched} ON {source} "
+            f"BEGIN {delete} {insert} END",
+            f"DROP TRIGGER {trigger[2]}",
+        ),
+    ]
+
+
+def _phrase(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
+
+
+# The FTS5 columns each kind of term matches: a day the date label at the start of `body`.
+_COLUMNS = {"day": "body", "word": "{body ctx}", "bigram": "{cjk ctx}"}
+
+
+def match_expression(query: str, *, now: datetime | None = None) -> str | None:
+    """An FTS5 expression OR-ing the query's terms (index_schema.query_terms); None if it has
+    none. Every term is a quoted string, so no user text is read as FTS5 syntax."""
+    terms = [f"{_COLUMNS[term.kind]}:{_phrase(term.text)}" for term in query_terms(query, now=now)]
+    return " OR ".join(terms) if terms else None
+
+
+def lexical_search(
+    table: LexicalTable,
+    *,
+    agent_id: str,
+    query: str,
+    k: int,
+    session_id: str | None = None,
+    filters: Sequence[Filter] = (),
+    exclude: Collection[int] = (),
+    now: datetime | None = None,
+    using: str = "default",
+) -> list[Hit]:
+    """The k best BM25 matches of one agent (optionally one session); higher score is better.
+
+    `filters` apply to the source table's `filterable` columns, through a join; `exclude`
+    names rows that must not take any of the k places.
+    """
+    if session_id is not None and "session_id" not in table.scopes:
+        raise ValueError(f"{table.name} has no session scope")
+    if now is not None and not table.dated:
+        raise ValueError(f"{table.name} has no dates to match")
+    expression = match_expression(query, now=now)
+    if expression is None:
+        return []
+    scope = {"agent_id": agent_id, "session_id": session_id}
+    for column in table.scopes:
+        if scope[column] is not None:
+            expression = f"({expression}) AND {column}:{_phrase(scope_token(scope[column]))}"
+    name = _q(table.name)
+    join, conditions, params = "", [f"{name} MATCH %s"], [expression]
+    if filters:
+        join = f"JOIN {_q(table.source)} AS source ON source.id = {name}.rowid"
+        for column, op, value in filters:
+            if column not in table.filterable or op not in FILTER_OPERATORS:
+                raise ValueError(f"cannot filter {table.name} on {column} {op}")
+            conditions.append(f"source.{_q(column)} {op} %s")
+            params.append(value)
+    if exclude:
+        conditions.append(f"{name}.rowid NOT IN ({', '.join(['%s'] * len(exclude))})")
+        params.extend(exclude)
+    # Context counts half; scope columns weigh nothing, they only restrict the match.
+    weights = ", ".join([*TEXT_WEIGHTS, *["0.0"] * len(table.scopes)])
+    sql = (
+        f"SELECT {name}.rowid, bm25({name}, {weights}) AS score FROM {name} {join} "
+        f"WHERE {' AND '.join(conditions)} ORDER BY score LIMIT %s"
+    )
+    with connections[using].cursor() as cursor:
+        cursor.execute(sql, [*params, k])
+        return [Hit(row_id, -score) for row_id, score in cursor.fetchall()]
