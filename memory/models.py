@@ -8,8 +8,10 @@ and the design's CHECK constraints are database constraints. Indexes that the de
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from django.db import models
+from django.db.models import Count, Max, Min
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -61,6 +63,19 @@ class MainMessageQuerySet(models.QuerySet["MainMessage"]):
         """Messages the embedding worker still owes a vector (the rule of `needs_embedding`)."""
         return self.filter(
             role__in=EMBED_ROLES, token_count__gte=EMBED_MIN_TOKENS, has_embedding=False
+        )
+
+    def sessions(self) -> models.QuerySet[MainMessage, dict[str, Any]]:
+        """One row per session of these messages, most recently active first: agent_id,
+        session_id, message_count, first_timestamp, last_timestamp."""
+        return (
+            self.values("agent_id", "session_id")
+            .annotate(
+                message_count=Count("id"),
+                first_timestamp=Min("timestamp"),
+                last_timestamp=Max("timestamp"),
+            )
+            .order_by("-last_timestamp", "agent_id", "session_id")
         )
 
 
@@ -123,6 +138,12 @@ class MainMessage(models.Model):
         )
 
 
+class ShortTermMemoryQuerySet(models.QuerySet["ShortTermMemory"]):
+    def of_session(self, agent_id: str, session_id: str) -> ShortTermMemoryQuerySet:
+        """The session's summaries, newest first."""
+        return self.filter(agent_id=agent_id, session_id=session_id).order_by("-created_at", "-id")
+
+
 class ShortTermMemory(models.Model):
     agent_id = models.TextField(db_default=DEFAULT_AGENT)
     session_id = models.TextField()
@@ -135,6 +156,8 @@ class ShortTermMemory(models.Model):
     # The assistant reply that ended the summarised turn: while that reply is in working
     # memory, the summary would only repeat it (null for summaries written before).
     reply_id = models.BigIntegerField(null=True, blank=True)
+
+    objects = ShortTermMemoryQuerySet.as_manager()
 
     class Meta:
         db_table = "short_term_memories"

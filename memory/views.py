@@ -14,7 +14,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, Max, Min, Q, QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -74,16 +74,12 @@ def all_sessions(agent_id: str = "", query: str = "") -> QuerySet[MainMessage, d
     rows = MainMessage.objects.all()
     if agent_id:
         rows = rows.filter(agent_id=agent_id)
-    sessions = rows.values("agent_id", "session_id").annotate(
-        message_count=Count("id"),
-        first_timestamp=Min("timestamp"),
-        last_timestamp=Max("timestamp"),
-    )
+    sessions = rows.sessions()
     if query:
         sessions = sessions.annotate(
             matches=Count("id", filter=Q(content__icontains=query))
         ).filter(Q(session_id__icontains=query) | Q(matches__gt=0))
-    return sessions.order_by("-last_timestamp", "agent_id", "session_id")
+    return sessions
 
 
 def health_notes(health: Health) -> list[str]:
@@ -130,7 +126,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         "health": health,
         "notes": health_notes(health),
         "counts": {
-            "sessions": MainMessage.objects.values("agent_id", "session_id").distinct().count(),
+            "sessions": MainMessage.objects.sessions().count(),
             "messages": MainMessage.objects.count(),
             "summaries": ShortTermMemory.objects.count(),
         },
@@ -208,9 +204,7 @@ def _session_context(
         "session_id": session_id,
         "page": page,
         "timeline": timeline,
-        "summaries": ShortTermMemory.objects.filter(
-            agent_id=agent_id, session_id=session_id
-        ).order_by("-created_at", "-id"),
+        "summaries": ShortTermMemory.objects.of_session(agent_id, session_id),
         "form": form,
     }
 
