@@ -31,7 +31,7 @@ from memory.models import (
     ShortTermMemory,
 )
 from memory.tokens import estimate_tokens
-from memory.validation import InvalidInput, check_content, check_identifier
+from memory.validation import InvalidInput, check_content
 from memory.vectors import delete_with_vectors
 
 
@@ -78,31 +78,10 @@ def _save_edit(obj: MainMessage | ShortTermMemory, fields: set[str], *, embedded
     obj.save(update_fields=sorted(fields))
 
 
-class IdentifiersForm(forms.ModelForm):
-    """A row's agent and session ids and sub-agent name follow the rule the API applies
-    (check_identifier); only fields the form edits are checked."""
-
-    def _identifier(self, name: str) -> str:
-        try:
-            return check_identifier(name, self.cleaned_data[name])
-        except InvalidInput as exc:
-            raise forms.ValidationError(str(exc)) from exc
-
-    def clean_agent_id(self) -> str:
-        return self._identifier("agent_id")
-
-    def clean_session_id(self) -> str:
-        return self._identifier("session_id")
-
-    def clean_agent_name(self) -> str:  # sub-agent transcripts
-        return self._identifier("agent_name")
-
-
 class WithVectorsAdmin(admin.ModelAdmin):
     """Rows that have vectors: their scope is fixed once stored (a vector cannot move to another
     agent's partition), and deleting a row deletes its vector too."""
 
-    form = IdentifiersForm
     fixed_fields: tuple[str, ...] = ("agent_id", "session_id")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Model | None = None) -> list[str]:
@@ -218,36 +197,20 @@ class MainMessageAdmin(WithVectorsAdmin):
         self.delete_queryset(request, MainMessage.objects.filter(pk=obj.pk))
 
 
-class CheckedForm(forms.ModelForm):
-    """Runs the service's checks (memory.validation) on the named fields."""
+class ContentCheckedForm(forms.ModelForm):
+    """Runs the service's check of a text (check_content: its size limit among others)."""
 
-    def _checked(self, check: Any, name: str) -> Any:
-        value = self.cleaned_data[name]
+    def clean_content(self) -> str:
         try:
-            return check(name, value) if value else value
+            return check_content("content", self.cleaned_data["content"])
         except InvalidInput as exc:
             raise forms.ValidationError(str(exc)) from exc
 
-    def clean_agent_id(self) -> str:
-        return self._checked(check_identifier, "agent_id")
 
-    def clean_content(self) -> str:
-        return self._checked(check_content, "content")
-
-    def clean_confidence(self) -> float:
-        confidence = self.cleaned_data["confidence"]
-        if confidence is not None and not 0 <= confidence <= 1:
-            raise forms.ValidationError("confidence must be between 0 and 1")
-        return confidence
-
-
-class ShortTermMemoryForm(CheckedForm):
+class ShortTermMemoryForm(ContentCheckedForm):
     class Meta:
         model = ShortTermMemory
         fields = ["agent_id", "session_id", "content", "source_count", "confidence"]
-
-    def clean_session_id(self) -> str:
-        return self._checked(check_identifier, "session_id")
 
 
 @admin.register(ShortTermMemory)
@@ -287,7 +250,7 @@ class ExpiryFilter(admin.SimpleListFilter):
         return queryset
 
 
-class LongTermMemoryForm(CheckedForm):
+class LongTermMemoryForm(ContentCheckedForm):
     class Meta:
         model = LongTermMemory
         fields = [
@@ -300,7 +263,7 @@ class LongTermMemoryForm(CheckedForm):
         ]
 
     def clean_source_session(self) -> str | None:
-        return self._checked(check_identifier, "source_session") or None
+        return self.cleaned_data["source_session"] or None  # an empty field is no session
 
 
 @admin.register(LongTermMemory)
@@ -433,21 +396,8 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
     search_fields = ["session_id", "reason"]
 
 
-class ApiKeyForm(forms.ModelForm):
-    class Meta:
-        model = ApiKey
-        fields = ["agent_id", "name"]
-
-    def clean_agent_id(self) -> str:
-        try:
-            return check_identifier("agent_id", self.cleaned_data["agent_id"])
-        except InvalidInput as exc:
-            raise forms.ValidationError(str(exc)) from exc
-
-
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
-    form = ApiKeyForm
     list_display = ["prefix", "agent_id", "name", "created_at", "last_used_at", "revoked_at"]
     list_filter = ["agent_id", ("revoked_at", admin.EmptyFieldListFilter)]
     search_fields = ["agent_id", "name", "prefix"]

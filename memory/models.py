@@ -15,6 +15,8 @@ from django.db.models import Count, Max, Min
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from memory.validation import IdentifierValidator, validate_confidence
+
 DEFAULT_AGENT = "default"
 # The design embeds only user and assistant messages that carry something: it said "at least
 # 10 characters", which counts English. Counted in estimated tokens (memory.tokens, stored as
@@ -80,8 +82,10 @@ class MainMessageQuerySet(models.QuerySet["MainMessage"]):
 
 
 class MainMessage(models.Model):
-    agent_id = models.TextField(db_default=DEFAULT_AGENT)
-    session_id = models.TextField()
+    agent_id = models.TextField(
+        db_default=DEFAULT_AGENT, validators=[IdentifierValidator("agent_id")]
+    )
+    session_id = models.TextField(validators=[IdentifierValidator("session_id")])
     role = models.TextField(choices=Role.choices)
     content = models.TextField()
     msg_type = models.TextField(choices=MessageType.choices, db_default=MessageType.NORMAL)
@@ -145,11 +149,13 @@ class ShortTermMemoryQuerySet(models.QuerySet["ShortTermMemory"]):
 
 
 class ShortTermMemory(models.Model):
-    agent_id = models.TextField(db_default=DEFAULT_AGENT)
-    session_id = models.TextField()
+    agent_id = models.TextField(
+        db_default=DEFAULT_AGENT, validators=[IdentifierValidator("agent_id")]
+    )
+    session_id = models.TextField(validators=[IdentifierValidator("session_id")])
     content = models.TextField()
     source_count = models.IntegerField(db_default=1)
-    confidence = models.FloatField(db_default=0.8)
+    confidence = models.FloatField(db_default=0.8, validators=[validate_confidence])
     created_at = models.DateTimeField(db_default=Now())
     updated_at = models.DateTimeField(null=True, blank=True)
     has_embedding = models.BooleanField(db_default=False)
@@ -185,11 +191,15 @@ class LongTermMemoryQuerySet(models.QuerySet["LongTermMemory"]):
 
 
 class LongTermMemory(models.Model):
-    agent_id = models.TextField(db_default=DEFAULT_AGENT)
+    agent_id = models.TextField(
+        db_default=DEFAULT_AGENT, validators=[IdentifierValidator("agent_id")]
+    )
     content = models.TextField()
     memory_type = models.TextField(choices=MemoryType.choices)
-    source_session = models.TextField(null=True, blank=True)
-    confidence = models.FloatField(db_default=0.5)
+    source_session = models.TextField(
+        null=True, blank=True, validators=[IdentifierValidator("source_session")]
+    )
+    confidence = models.FloatField(db_default=0.5, validators=[validate_confidence])
     access_count = models.IntegerField(db_default=0)
     last_accessed = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
@@ -246,7 +256,7 @@ class LongTermMemoryHistory(models.Model):
     """
 
     memory_id = models.BigIntegerField()
-    agent_id = models.TextField()
+    agent_id = models.TextField(validators=[IdentifierValidator("agent_id")])
     action = models.TextField(choices=MemoryAction.choices)
     actor = models.TextField(help_text="api, admin:<user>, consolidation, cleanup...")
     old_content = models.TextField(null=True, blank=True)
@@ -290,8 +300,8 @@ class ConsolidationRun(models.Model):
     waiting run; later requests join it.
     """
 
-    agent_id = models.TextField()
-    session_id = models.TextField()
+    agent_id = models.TextField(validators=[IdentifierValidator("agent_id")])
+    session_id = models.TextField(validators=[IdentifierValidator("session_id")])
     trigger = models.TextField(help_text="session_end or turns")
     status = models.TextField(choices=RunStatus.choices, db_default=RunStatus.QUEUED)
     requested_at = models.DateTimeField(db_default=Now())
@@ -340,7 +350,7 @@ class ApiKeyQuerySet(models.QuerySet["ApiKey"]):
 class ApiKey(models.Model):
     """A bearer key for one agent. Only its SHA-256 is stored; the key is shown once."""
 
-    agent_id = models.TextField()
+    agent_id = models.TextField(validators=[IdentifierValidator("agent_id")])
     name = models.TextField(blank=True, db_default="")
     prefix = models.TextField(help_text="The key's first characters, to tell keys apart.")
     key_hash = models.TextField(unique=True)
