@@ -1,9 +1,7 @@
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from django import forms
 from django.contrib import admin, messages
 from django.db import transaction
 from django.db.models import Model, QuerySet
@@ -14,6 +12,7 @@ from django.utils.text import Truncator
 
 from memory import index, scheduling
 from memory.auth import api_key_create, api_key_revoke
+from memory.forms import MESSAGE_FIELDS, LongTermMemoryForm, MainMessageForm, ShortTermMemoryForm
 from memory.memories import (
     memory_create,
     memory_delete,
@@ -21,7 +20,7 @@ from memory.memories import (
     memory_unarchive,
     memory_update,
 )
-from memory.messages import RUN_METADATA_KEY, message_add, message_check
+from memory.messages import message_add
 from memory.models import (
     ApiKey,
     ConsolidationRun,
@@ -31,7 +30,6 @@ from memory.models import (
     ShortTermMemory,
 )
 from memory.tokens import estimate_tokens
-from memory.validation import InvalidInput, check_content
 from memory.vectors import delete_with_vectors
 
 
@@ -94,52 +92,6 @@ class WithVectorsAdmin(admin.ModelAdmin):
         delete_with_vectors(queryset)
 
 
-def _add_invalid_input(form: forms.BaseForm, exc: InvalidInput) -> None:
-    """Show a domain check's message beside the field it names, or above the form when that
-    field is not in it."""
-    named = exc.field or re.split(r"[\s.]", str(exc), maxsplit=1)[0]
-    form.add_error(named if named in form.fields else None, str(exc))
-
-
-_NO_RUN = object()
-
-
-def _run_in(metadata: Any) -> Any:
-    return metadata.get(RUN_METADATA_KEY, _NO_RUN) if isinstance(metadata, dict) else _NO_RUN
-
-
-# What a person writes of a message; the rest (token count, vector state, time) is derived.
-MESSAGE_FIELDS = ("agent_id", "session_id", "role", "content", "msg_type", "metadata")
-
-
-class MainMessageForm(forms.ModelForm):
-    """A message added here goes through message_add (its checks, token count, embedding,
-    turn summary); an edit passes the same checks on what can change."""
-
-    class Meta:
-        model = MainMessage
-        fields = MESSAGE_FIELDS
-
-    def clean(self) -> dict[str, Any]:
-        data = super().clean()
-        if self.errors:
-            return data
-        stored = self.instance  # on a change, who said it where is read-only: the stored row's
-        adding = stored.pk is None
-        values = {name: data.get(name, getattr(stored, name)) for name in MESSAGE_FIELDS}
-        try:
-            if not adding and _run_in(values["metadata"]) != _run_in(stored.metadata):
-                raise InvalidInput(
-                    f"metadata.{RUN_METADATA_KEY} is the service's record of a sub-agent run: "
-                    "it cannot be added, changed or removed"
-                )
-            # A stored run's record may stay as it is (checked just above).
-            message_check(**values, run_allowed=not adding)
-        except InvalidInput as exc:
-            _add_invalid_input(self, exc)
-        return data
-
-
 @admin.register(MainMessage)
 class MainMessageAdmin(WithVectorsAdmin):
     form = MainMessageForm
@@ -197,22 +149,6 @@ class MainMessageAdmin(WithVectorsAdmin):
         self.delete_queryset(request, MainMessage.objects.filter(pk=obj.pk))
 
 
-class ContentCheckedForm(forms.ModelForm):
-    """Runs the service's check of a text (check_content: its size limit among others)."""
-
-    def clean_content(self) -> str:
-        try:
-            return check_content("content", self.cleaned_data["content"])
-        except InvalidInput as exc:
-            raise forms.ValidationError(str(exc)) from exc
-
-
-class ShortTermMemoryForm(ContentCheckedForm):
-    class Meta:
-        model = ShortTermMemory
-        fields = ["agent_id", "session_id", "content", "source_count", "confidence"]
-
-
 @admin.register(ShortTermMemory)
 class ShortTermMemoryAdmin(WithVectorsAdmin):
     form = ShortTermMemoryForm
@@ -248,22 +184,6 @@ class ExpiryFilter(admin.SimpleListFilter):
         if self.value() == "no":
             return queryset.unexpired(now)
         return queryset
-
-
-class LongTermMemoryForm(ContentCheckedForm):
-    class Meta:
-        model = LongTermMemory
-        fields = [
-            "agent_id",
-            "content",
-            "memory_type",
-            "confidence",
-            "expires_at",
-            "source_session",
-        ]
-
-    def clean_source_session(self) -> str | None:
-        return self.cleaned_data["source_session"] or None  # an empty field is no session
 
 
 @admin.register(LongTermMemory)
