@@ -1,9 +1,7 @@
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from django import forms
 from django.contrib import admin, messages
 from django.db import transaction
 from django.db.models import Model, QuerySet
@@ -14,6 +12,7 @@ from django.utils.text import Truncator
 
 from memory import index, scheduling
 from memory.auth import api_key_create, api_key_revoke
+from memory.forms import MESSAGE_FIELDS, LongTermMemoryForm, MainMessageForm, ShortTermMemoryForm
 from memory.memories import (
     memory_create,
     memory_delete,
@@ -21,7 +20,7 @@ from memory.memories import (
     memory_unarchive,
     memory_update,
 )
-from memory.messages import RUN_METADATA_KEY, message_add, message_check
+from memory.messages import message_add
 from memory.models import (
     ApiKey,
     ConsolidationRun,
@@ -31,7 +30,6 @@ from memory.models import (
     ShortTermMemory,
 )
 from memory.tokens import estimate_tokens
-from memory.validation import InvalidInput, check_content, check_identifier
 from memory.vectors import delete_with_vectors
 
 
@@ -78,31 +76,10 @@ def _save_edit(obj: MainMessage | ShortTermMemory, fields: set[str], *, embedded
     obj.save(update_fields=sorted(fields))
 
 
-class IdentifiersForm(forms.ModelForm):
-    """A row's agent and session ids and sub-agent name follow the rule the API applies
-    (check_identifier); only fields the form edits are checked."""
-
-    def _identifier(self, name: str) -> str:
-        try:
-            return check_identifier(name, self.cleaned_data[name])
-        except InvalidInput as exc:
-            raise forms.ValidationError(str(exc)) from exc
-
-    def clean_agent_id(self) -> str:
-        return self._identifier("agent_id")
-
-    def clean_session_id(self) -> str:
-        return self._identifier("session_id")
-
-    def clean_agent_name(self) -> str:  # sub-agent transcripts
-        return self._identifier("agent_name")
-
-
 class WithVectorsAdmin(admin.ModelAdmin):
     """Rows that have vectors: their scope is fixed once stored (a vector cannot move to another
     agent's partition), and deleting a row deletes its vector too."""
 
-    form = IdentifiersForm
     fixed_fields: tuple[str, ...] = ("agent_id", "session_id")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Model | None = None) -> list[str]:
@@ -113,52 +90,6 @@ class WithVectorsAdmin(admin.ModelAdmin):
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
         delete_with_vectors(queryset)
-
-
-def _add_invalid_input(form: forms.BaseForm, exc: InvalidInput) -> None:
-    """Show a domain check's message beside the field it names, or above the form when that
-    field is not in it."""
-    named = exc.field or re.split(r"[\s.]", str(exc), maxsplit=1)[0]
-    form.add_error(named if named in form.fields else None, str(exc))
-
-
-_NO_RUN = object()
-
-
-def _run_in(metadata: Any) -> Any:
-    return metadata.get(RUN_METADATA_KEY, _NO_RUN) if isinstance(metadata, dict) else _NO_RUN
-
-
-# What a person writes of a message; the rest (token count, vector state, time) is derived.
-MESSAGE_FIELDS = ("agent_id", "session_id", "role", "content", "msg_type", "metadata")
-
-
-class MainMessageForm(forms.ModelForm):
-    """A message added here goes through message_add (its checks, token count, embedding,
-    turn summary); an edit passes the same checks on what can change."""
-
-    class Meta:
-        model = MainMessage
-        fields = MESSAGE_FIELDS
-
-    def clean(self) -> dict[str, Any]:
-        data = super().clean()
-        if self.errors:
-            return data
-        stored = self.instance  # on a change, who said it where is read-only: the stored row's
-        adding = stored.pk is None
-        values = {name: data.get(name, getattr(stored, name)) for name in MESSAGE_FIELDS}
-        try:
-            if not adding and _run_in(values["metadata"]) != _run_in(stored.metadata):
-                raise InvalidInput(
-                    f"metadata.{RUN_METADATA_KEY} is the service's record of a sub-agent run: "
-                    "it cannot be added, changed or removed"
-                )
-            # A stored run's record may stay as it is (checked just above).
-            message_check(**values, run_allowed=not adding)
-        except InvalidInput as exc:
-            _add_invalid_input(self, exc)
-        return data
 
 
 @admin.register(MainMessage)
@@ -218,38 +149,6 @@ class MainMessageAdmin(WithVectorsAdmin):
         self.delete_queryset(request, MainMessage.objects.filter(pk=obj.pk))
 
 
-class CheckedForm(forms.ModelForm):
-    """Runs the service's checks (memory.validation) on the named fields."""
-
-    def _checked(self, check: Any, name: str) -> Any:
-        value = self.cleaned_data[name]
-        try:
-            return check(name, value) if value else value
-        except InvalidInput as exc:
-            raise forms.ValidationError(str(exc)) from exc
-
-    def clean_agent_id(self) -> str:
-        return self._checked(check_identifier, "agent_id")
-
-    def clean_content(self) -> str:
-        return self._checked(check_content, "content")
-
-    def clean_confidence(self) -> float:
-        confidence = self.cleaned_data["confidence"]
-        if confidence is not None and not 0 <= confidence <= 1:
-            raise forms.ValidationError("confidence must be between 0 and 1")
-        return confidence
-
-
-class ShortTermMemoryForm(CheckedForm):
-    class Meta:
-        model = ShortTermMemory
-        fields = ["agent_id", "session_id", "content", "source_count", "confidence"]
-
-    def clean_session_id(self) -> str:
-        return self._checked(check_identifier, "session_id")
-
-
 @admin.register(ShortTermMemory)
 class ShortTermMemoryAdmin(WithVectorsAdmin):
     form = ShortTermMemoryForm
@@ -285,22 +184,6 @@ class ExpiryFilter(admin.SimpleListFilter):
         if self.value() == "no":
             return queryset.unexpired(now)
         return queryset
-
-
-class LongTermMemoryForm(CheckedForm):
-    class Meta:
-        model = LongTermMemory
-        fields = [
-            "agent_id",
-            "content",
-            "memory_type",
-            "confidence",
-            "expires_at",
-            "source_session",
-        ]
-
-    def clean_source_session(self) -> str | None:
-        return self._checked(check_identifier, "source_session") or None
 
 
 @admin.register(LongTermMemory)
@@ -433,21 +316,8 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
     search_fields = ["session_id", "reason"]
 
 
-class ApiKeyForm(forms.ModelForm):
-    class Meta:
-        model = ApiKey
-        fields = ["agent_id", "name"]
-
-    def clean_agent_id(self) -> str:
-        try:
-            return check_identifier("agent_id", self.cleaned_data["agent_id"])
-        except InvalidInput as exc:
-            raise forms.ValidationError(str(exc)) from exc
-
-
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
-    form = ApiKeyForm
     list_display = ["prefix", "agent_id", "name", "created_at", "last_used_at", "revoked_at"]
     list_filter = ["agent_id", ("revoked_at", admin.EmptyFieldListFilter)]
     search_fields = ["agent_id", "name", "prefix"]

@@ -30,10 +30,11 @@ from memory.memories import (
     memory_expire,
     memory_update,
 )
-from memory.messages import message_add, session_delete, session_messages, sessions_of
+from memory.messages import message_add, session_delete, session_messages
 from memory.models import (
     LongTermMemory,
     LongTermMemoryHistory,
+    MainMessage,
     MemoryType,
     MessageType,
     Role,
@@ -340,7 +341,7 @@ def post_message(request: HttpRequest, session_id: str, payload: MessageIn) -> S
 @paginate
 def list_sessions(request: HttpRequest) -> Any:
     """The agent's sessions, most recently active first."""
-    return sessions_of(request.auth)
+    return MainMessage.objects.filter(agent_id=request.auth).sessions()
 
 
 def _session_or_404(agent_id: str, session_id: str) -> Any:
@@ -416,9 +417,7 @@ def end_session(request: HttpRequest, session_id: str) -> Status[dict[str, Any]]
 def list_summaries(request: HttpRequest, session_id: str) -> Any:
     """The session's short-term summaries, newest first."""
     _session_or_404(request.auth, session_id)
-    return ShortTermMemory.objects.filter(agent_id=request.auth, session_id=session_id).order_by(
-        "-created_at", "-id"
-    )
+    return ShortTermMemory.objects.of_session(request.auth, session_id)
 
 
 @router.get("/search", response=SearchOut, tags=["search"])

@@ -192,7 +192,7 @@ def _short_term(
     agent_id: str, session_id: str, vector: tuple[float, ...] | None, working_ids: set[int]
 ) -> list[Item]:
     """The top 3 summaries of turns whose reply is no longer in working memory."""
-    summaries = ShortTermMemory.objects.filter(agent_id=agent_id, session_id=session_id).exclude(
+    summaries = ShortTermMemory.objects.of_session(agent_id, session_id).exclude(
         reply_id__in=working_ids
     )
     scores: dict[int, float] = {}
@@ -210,7 +210,7 @@ def _short_term(
     chosen.sort(key=lambda s: -scores[s.pk])
     chosen = chosen[:SHORT_TERM_ITEMS]
     # Summaries not embedded yet (or no vectors at all): the newest fill the remaining places.
-    newest = summaries.exclude(pk__in=scores).order_by("-created_at", "-id")
+    newest = summaries.exclude(pk__in=scores)
     chosen += list(newest[: SHORT_TERM_ITEMS - len(chosen)])
     return [
         Item(

@@ -126,10 +126,8 @@ def summarize_turn(reply: MainMessage) -> ShortTermMemory:
 
 
 def _keep_newest_summaries(agent_id: str, session_id: str) -> None:
-    summaries = ShortTermMemory.objects.filter(agent_id=agent_id, session_id=session_id)
-    old = list(
-        summaries.order_by("-created_at", "-id").values_list("id", flat=True)[SUMMARIES_KEPT:]
-    )
+    summaries = ShortTermMemory.objects.of_session(agent_id, session_id)
+    old = list(summaries.values_list("id", flat=True)[SUMMARIES_KEPT:])
     if old:
         delete_with_vectors(ShortTermMemory.objects.filter(pk__in=old))
 

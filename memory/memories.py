@@ -16,7 +16,13 @@ from django.utils import timezone
 
 from memory import index, scheduling
 from memory.models import LongTermMemory, LongTermMemoryHistory, MemoryAction, MemoryType
-from memory.validation import InvalidInput, check_content, check_datetime, check_identifier
+from memory.validation import (
+    InvalidInput,
+    check_confidence,
+    check_content,
+    check_datetime,
+    check_identifier,
+)
 from memory.vectors import delete_with_vectors, drop_vectors
 
 EDITABLE_FIELDS = frozenset(
@@ -41,8 +47,8 @@ def _check(fields: dict[str, Any], allowed: frozenset[str] = EDITABLE_FIELDS) ->
         check_content("content", fields["content"])
     if "memory_type" in fields and fields["memory_type"] not in MemoryType.values:
         raise InvalidInput(f"memory_type must be one of {', '.join(MemoryType.values)}")
-    if "confidence" in fields and not 0 <= fields["confidence"] <= 1:
-        raise InvalidInput("confidence must be between 0 and 1")
+    if "confidence" in fields:
+        check_confidence("confidence", fields["confidence"])
     if fields.get("source_session") is not None:
         check_identifier("source_session", fields["source_session"])
     if fields.get("expires_at") is not None:

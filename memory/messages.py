@@ -11,7 +11,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Max, Min, QuerySet
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from memory import jsonl, scheduling
@@ -121,20 +121,6 @@ def message_add(
     return message
 
 
-def sessions_of(agent_id: str) -> QuerySet[MainMessage, dict[str, Any]]:
-    """One row per session: session_id, message_count, first/last timestamp; newest first."""
-    return (
-        MainMessage.objects.filter(agent_id=agent_id)
-        .values("session_id")
-        .annotate(
-            message_count=Count("id"),
-            first_timestamp=Min("timestamp"),
-            last_timestamp=Max("timestamp"),
-        )
-        .order_by("-last_timestamp", "session_id")
-    )
-
-
 def session_messages(agent_id: str, session_id: str) -> QuerySet[MainMessage]:
     """The session's messages, oldest first."""
     return MainMessage.objects.filter(agent_id=agent_id, session_id=session_id).order_by(
@@ -154,9 +140,7 @@ def session_delete(*, agent_id: str, session_id: str) -> SessionDeleted:
     Long-term memories learnt from the session stay: they belong to the agent, not the session.
     """
     with transaction.atomic():
-        summaries = delete_with_vectors(
-            ShortTermMemory.objects.filter(agent_id=agent_id, session_id=session_id)
-        )
+        summaries = delete_with_vectors(ShortTermMemory.objects.of_session(agent_id, session_id))
         # Sub-agent rows go by the database's ON DELETE CASCADE, FTS rows by triggers.
         messages = delete_with_vectors(
             MainMessage.objects.filter(agent_id=agent_id, session_id=session_id)

@@ -8,10 +8,14 @@ and the design's CHECK constraints are database constraints. Indexes that the de
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from django.db import models
+from django.db.models import Count, Max, Min
 from django.db.models.functions import Now
 from django.utils import timezone
+
+from memory.validation import IdentifierValidator, validate_confidence
 
 DEFAULT_AGENT = "default"
 # The design embeds only user and assistant messages that carry something: it said "at least
@@ -63,10 +67,25 @@ class MainMessageQuerySet(models.QuerySet["MainMessage"]):
             role__in=EMBED_ROLES, token_count__gte=EMBED_MIN_TOKENS, has_embedding=False
         )
 
+    def sessions(self) -> models.QuerySet[MainMessage, dict[str, Any]]:
+        """One row per session of these messages, most recently active first: agent_id,
+        session_id, message_count, first_timestamp, last_timestamp."""
+        return (
+            self.values("agent_id", "session_id")
+            .annotate(
+                message_count=Count("id"),
+                first_timestamp=Min("timestamp"),
+                last_timestamp=Max("timestamp"),
+            )
+            .order_by("-last_timestamp", "agent_id", "session_id")
+        )
+
 
 class MainMessage(models.Model):
-    agent_id = models.TextField(db_default=DEFAULT_AGENT)
-    session_id = models.TextField()
+    agent_id = models.TextField(
+        db_default=DEFAULT_AGENT, validators=[IdentifierValidator("agent_id")]
+    )
+    session_id = models.TextField(validators=[IdentifierValidator("session_id")])
     role = models.TextField(choices=Role.choices)
     content = models.TextField()
     msg_type = models.TextField(choices=MessageType.choices, db_default=MessageType.NORMAL)
@@ -123,18 +142,28 @@ class MainMessage(models.Model):
         )
 
 
+class ShortTermMemoryQuerySet(models.QuerySet["ShortTermMemory"]):
+    def of_session(self, agent_id: str, session_id: str) -> ShortTermMemoryQuerySet:
+        """The session's summaries, newest first."""
+        return self.filter(agent_id=agent_id, session_id=session_id).order_by("-created_at", "-id")
+
+
 class ShortTermMemory(models.Model):
-    agent_id = models.TextField(db_default=DEFAULT_AGENT)
-    session_id = models.TextField()
+    agent_id = models.TextField(
+        db_default=DEFAULT_AGENT, validators=[IdentifierValidator("agent_id")]
+    )
+    session_id = models.TextField(validators=[IdentifierValidator("session_id")])
     content = models.TextField()
     source_count = models.IntegerField(db_default=1)
-    confidence = models.FloatField(db_default=0.8)
+    confidence = models.FloatField(db_default=0.8, validators=[validate_confidence])
     created_at = models.DateTimeField(db_default=Now())
     updated_at = models.DateTimeField(null=True, blank=True)
     has_embedding = models.BooleanField(db_default=False)
     # The assistant reply that ended the summarised turn: while that reply is in working
     # memory, the summary would only repeat it (null for summaries written before).
     reply_id = models.BigIntegerField(null=True, blank=True)
+
+    objects = ShortTermMemoryQuerySet.as_manager()
 
     class Meta:
         db_table = "short_term_memories"
@@ -162,11 +191,15 @@ class LongTermMemoryQuerySet(models.QuerySet["LongTermMemory"]):
 
 
 class LongTermMemory(models.Model):
-    agent_id = models.TextField(db_default=DEFAULT_AGENT)
+    agent_id = models.TextField(
+        db_default=DEFAULT_AGENT, validators=[IdentifierValidator("agent_id")]
+    )
     content = models.TextField()
     memory_type = models.TextField(choices=MemoryType.choices)
-    source_session = models.TextField(null=True, blank=True)
-    confidence = models.FloatField(db_default=0.5)
+    source_session = models.TextField(
+        null=True, blank=True, validators=[IdentifierValidator("source_session")]
+    )
+    confidence = models.FloatField(db_default=0.5, validators=[validate_confidence])
     access_count = models.IntegerField(db_default=0)
     last_accessed = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
@@ -223,7 +256,7 @@ class LongTermMemoryHistory(models.Model):
     """
 
     memory_id = models.BigIntegerField()
-    agent_id = models.TextField()
+    agent_id = models.TextField(validators=[IdentifierValidator("agent_id")])
     action = models.TextField(choices=MemoryAction.choices)
     actor = models.TextField(help_text="api, admin:<user>, consolidation, cleanup...")
     old_content = models.TextField(null=True, blank=True)
@@ -267,8 +300,8 @@ class ConsolidationRun(models.Model):
     waiting run; later requests join it.
     """
 
-    agent_id = models.TextField()
-    session_id = models.TextField()
+    agent_id = models.TextField(validators=[IdentifierValidator("agent_id")])
+    session_id = models.TextField(validators=[IdentifierValidator("session_id")])
     trigger = models.TextField(help_text="session_end or turns")
     status = models.TextField(choices=RunStatus.choices, db_default=RunStatus.QUEUED)
     requested_at = models.DateTimeField(db_default=Now())
@@ -317,7 +350,7 @@ class ApiKeyQuerySet(models.QuerySet["ApiKey"]):
 class ApiKey(models.Model):
     """A bearer key for one agent. Only its SHA-256 is stored; the key is shown once."""
 
-    agent_id = models.TextField()
+    agent_id = models.TextField(validators=[IdentifierValidator("agent_id")])
     name = models.TextField(blank=True, db_default="")
     prefix = models.TextField(help_text="The key's first characters, to tell keys apart.")
     key_hash = models.TextField(unique=True)

@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.utils.deconstruct import deconstructible
 
 # Identifiers (agent, session, sub-agent name) become file names (the JSONL backup and
 # export) and URL path segments: counted in UTF-8 bytes, as file systems count names.
@@ -59,6 +63,13 @@ def check_identifier(kind: str, value: object) -> str:
         )
     if not value.strip("."):
         raise InvalidInput(f"{kind} must not be only dots", field=kind)
+    return value
+
+
+def check_confidence(kind: str, value: float) -> float:
+    """A confidence is a share: 0 to 1 (the tables' CHECK constraints hold the same bound)."""
+    if not 0 <= value <= 1:
+        raise InvalidInput(f"{kind} must be between 0 and 1", field=kind)
     return value
 
 
@@ -120,3 +131,39 @@ def check_datetime(kind: str, value: datetime) -> datetime:
         raise InvalidInput(
             f"{kind} is out of range once converted to UTC (years 1 to 9999)", field=kind
         ) from exc
+
+
+# --- the same rules as model field validators ------------------------------------------------
+# On the model fields, so that every ModelForm (the admin's, the dashboard's) applies the rule
+# the API applies, with its message. Migrations name them: keep their names and arguments.
+
+
+@contextmanager
+def _as_validation_error() -> Iterator[None]:
+    try:
+        yield
+    except InvalidInput as exc:
+        # Not "invalid": a model field would put its own message for that code in its place.
+        raise ValidationError(str(exc), code="invalid_input") from exc
+
+
+@deconstructible
+class IdentifierValidator:
+    """check_identifier as a field validator; `kind` names the field in the message."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    def __call__(self, value: object) -> None:
+        with _as_validation_error():
+            check_identifier(self.kind, value)
+
+    def __eq__(self, other: object) -> bool:
+        # The migration autodetector compares validators: equal ones are no change.
+        return isinstance(other, IdentifierValidator) and other.kind == self.kind
+
+
+def validate_confidence(value: float) -> None:
+    """check_confidence as a field validator."""
+    with _as_validation_error():
+        check_confidence("confidence", value)

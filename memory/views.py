@@ -6,21 +6,20 @@ One view per page. An htmx request gets only the part of the page it swaps (a Dj
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
-from django import forms
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, Max, Min, Q, QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
 from memory.context import Context, context_build
+from memory.forms import ContextForm, MemoryFilterForm, MemoryForm
 from memory.health import Health, service_health
 from memory.memories import memory_delete, memory_expire, memory_unarchive, memory_update
 from memory.messages import session_messages
@@ -74,16 +73,12 @@ def all_sessions(agent_id: str = "", query: str = "") -> QuerySet[MainMessage, d
     rows = MainMessage.objects.all()
     if agent_id:
         rows = rows.filter(agent_id=agent_id)
-    sessions = rows.values("agent_id", "session_id").annotate(
-        message_count=Count("id"),
-        first_timestamp=Min("timestamp"),
-        last_timestamp=Max("timestamp"),
-    )
+    sessions = rows.sessions()
     if query:
         sessions = sessions.annotate(
             matches=Count("id", filter=Q(content__icontains=query))
         ).filter(Q(session_id__icontains=query) | Q(matches__gt=0))
-    return sessions.order_by("-last_timestamp", "agent_id", "session_id")
+    return sessions
 
 
 def health_notes(health: Health) -> list[str]:
@@ -130,7 +125,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         "health": health,
         "notes": health_notes(health),
         "counts": {
-            "sessions": MainMessage.objects.values("agent_id", "session_id").distinct().count(),
+            "sessions": MainMessage.objects.sessions().count(),
             "messages": MainMessage.objects.count(),
             "summaries": ShortTermMemory.objects.count(),
         },
@@ -171,15 +166,6 @@ def _run_of(message: MainMessage) -> dict[str, Any] | None:
     return run
 
 
-class ContextForm(forms.Form):
-    query = forms.CharField(
-        required=False,
-        widget=forms.TextInput(attrs={"placeholder": "what the user just asked"}),
-    )
-    # The API's bounds for the same field.
-    model_window = forms.IntegerField(min_value=256, max_value=10_000_000)
-
-
 def _layers(built: Context) -> list[dict[str, Any]]:
     """Each layer with its share of the bar: used tokens against the layer's budget."""
     return [
@@ -208,9 +194,7 @@ def _session_context(
         "session_id": session_id,
         "page": page,
         "timeline": timeline,
-        "summaries": ShortTermMemory.objects.filter(
-            agent_id=agent_id, session_id=session_id
-        ).order_by("-created_at", "-id"),
+        "summaries": ShortTermMemory.objects.of_session(agent_id, session_id),
         "form": form,
     }
 
@@ -239,46 +223,6 @@ def context_preview(request: HttpRequest, agent_id: str, session_id: str) -> Htt
         )
         context.update(built=built, layers=_layers(built))
     return render_page(request, "memory/session.html", context, partial="context")
-
-
-class MemoryFilterForm(forms.Form):
-    STATES = {
-        "": "any state",
-        "active": "active",
-        "expired": "expired",
-        "archived": "archived",
-    }
-
-    q = forms.CharField(
-        required=False, widget=forms.TextInput(attrs={"type": "search", "placeholder": "text"})
-    )
-    agent = forms.ChoiceField(required=False)
-    memory_type = forms.ChoiceField(required=False, choices=[("", "any type"), *MemoryType.choices])
-    state = forms.ChoiceField(required=False, choices=STATES.items())
-
-    def __init__(self, data: dict[str, Any], *, agents: list[str]) -> None:
-        super().__init__(data)
-        self.fields["agent"].choices = [("", "all agents"), *((a, a) for a in agents)]
-
-    def memories(self, now: datetime) -> QuerySet[LongTermMemory]:
-        """The memories the valid filters select, newest first (invalid ones are ignored)."""
-        self.is_valid()
-        choice = self.cleaned_data
-        memories = LongTermMemory.objects.all()
-        if choice.get("agent"):
-            memories = memories.filter(agent_id=choice["agent"])
-        if choice.get("memory_type"):
-            memories = memories.filter(memory_type=choice["memory_type"])
-        if choice.get("q"):
-            memories = memories.filter(content__icontains=choice["q"])
-        state = choice.get("state")
-        if state == "active":
-            memories = memories.active().unexpired(now)
-        elif state == "expired":
-            memories = memories.active().expired(now)
-        elif state == "archived":
-            memories = memories.filter(archived_at__isnull=False)
-        return memories.order_by("-created_at", "-id")
 
 
 @login_required
@@ -316,31 +260,6 @@ def memory_history(request: HttpRequest, memory_id: int) -> HttpResponse:
     return _memory_page(request, memory_id, partial="history")
 
 
-class MemoryForm(forms.Form):
-    content = forms.CharField(widget=forms.Textarea(attrs={"rows": 4}))
-    memory_type = forms.ChoiceField(choices=MemoryType.choices)
-    confidence = forms.FloatField(
-        min_value=0, max_value=1, widget=forms.NumberInput(attrs={"step": "0.05"})
-    )
-    expires_at = forms.DateTimeField(
-        required=False,
-        label="Expires (UTC)",
-        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
-    )
-
-    @classmethod
-    def initial_of(cls, memory: LongTermMemory) -> dict[str, Any]:
-        # The browser's datetime input keeps minutes only: an untouched expiry must compare
-        # equal, or saving any other field would move it.
-        expires_at = memory.expires_at and memory.expires_at.replace(second=0, microsecond=0)
-        return {
-            "content": memory.content,
-            "memory_type": memory.memory_type,
-            "confidence": memory.confidence,
-            "expires_at": expires_at,
-        }
-
-
 def _memory_changed(request: HttpRequest, memory: LongTermMemory) -> HttpResponse:
     """htmx swaps the memory's card in place; without it, go to the memory and its history."""
     if request.htmx:
@@ -353,17 +272,18 @@ def _memory_changed(request: HttpRequest, memory: LongTermMemory) -> HttpRespons
 @require_http_methods(["GET", "POST"])
 def memory_edit(request: HttpRequest, memory_id: int) -> HttpResponse:
     memory = get_object_or_404(LongTermMemory, pk=memory_id)
-    initial = MemoryForm.initial_of(memory)
-    form = MemoryForm(request.POST if request.method == "POST" else None, initial=initial)
+    form = MemoryForm(request.POST if request.method == "POST" else None, instance=memory)
     if form.is_valid():
-        # Only what the curator changed, through the flow that keeps the history.
+        # Only what the curator changed, through the flow that keeps the history. It compares
+        # with the stored row: the form has set the new values on `memory` already.
+        stored = LongTermMemory.objects.get(pk=memory.pk)
         changes = {name: form.cleaned_data[name] for name in form.changed_data}
         try:
-            memory_update(memory, actor=_actor(request), **changes)
+            memory_update(stored, actor=_actor(request), **changes)
         except InvalidInput as exc:
             form.add_error(None, str(exc))
         else:
-            return _memory_changed(request, memory)
+            return _memory_changed(request, stored)
     return render_page(
         request, "memory/memory_edit.html", {"memory": memory, "form": form}, partial="form"
     )

@@ -2,43 +2,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.http import urlencode
 from django.utils.text import Truncator
 
-from memory.validation import Conflict, InvalidInput, check_content
+from subagents.forms import SubagentMessageForm
 from subagents.models import SubagentMessage
-from subagents.runs import subagent_check, subagent_record
-
-
-class SubagentMessageForm(forms.ModelForm):
-    """A reply added here goes through subagent_record (its checks; the parent's session);
-    an edit can change the text only, checked as any content is."""
-
-    class Meta:
-        model = SubagentMessage
-        fields = ["parent_msg", "agent_name", "role", "content"]
-
-    def clean(self) -> dict[str, Any]:
-        data = super().clean()
-        if self.errors:
-            return data
-        try:
-            if self.instance.pk is None:
-                subagent_check(
-                    parent=data["parent_msg"],
-                    agent_name=data["agent_name"],
-                    role=data["role"],
-                    content=data["content"],
-                )
-            else:
-                check_content("content", data["content"])
-        except (InvalidInput, Conflict) as exc:
-            self.add_error(None, str(exc))
-        return data
+from subagents.runs import subagent_record
 
 
 @admin.register(SubagentMessage)

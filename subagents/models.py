@@ -6,6 +6,7 @@ from django.db import models
 from django.db.models.functions import Now
 
 from memory.models import MainMessage
+from memory.validation import IdentifierValidator
 
 
 class SubagentRole(models.TextChoices):
@@ -23,8 +24,8 @@ class SubagentMessage(models.Model):
         db_index=False,
         related_name="subagent_messages",
     )
-    session_id = models.TextField()
-    agent_name = models.TextField()
+    session_id = models.TextField(validators=[IdentifierValidator("session_id")])
+    agent_name = models.TextField(validators=[IdentifierValidator("agent_name")])
     role = models.TextField(choices=SubagentRole.choices)
     content = models.TextField()
     timestamp = models.DateTimeField(db_default=Now())

@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote, unquote
 
 import pytest
@@ -19,7 +20,7 @@ from django.core.management import CommandError, call_command
 from django.test import RequestFactory
 
 from memory import jsonl
-from memory.models import ApiKey, MainMessage
+from memory.models import ApiKey, LongTermMemory, MainMessage, ShortTermMemory
 from memory.validation import InvalidInput, check_identifier
 from orca_memory.files import MAX_NAME_BYTES, id_file_name, path_inside
 from subagents.models import SubagentMessage
@@ -182,6 +183,33 @@ def test_the_admin_forms_refuse_each_hostile_id(admin_user, value, why):
     )
     assert not subagent_form.is_valid()
     assert "agent_name" in str(subagent_form.errors), why
+    # Memories: the fields' validators apply check_identifier.
+    for form, field in _memory_forms(request, value):
+        assert not form.is_valid() and field in form.errors, why
+
+
+def _memory_forms(request: Any, value: str) -> list[tuple[Any, str]]:
+    """The memory admin's forms, each with `value` in one identifier field."""
+    memory = {"content": "x", "memory_type": "fact", "confidence": "0.5", "agent_id": "a"}
+    long_term = admin.site._registry[LongTermMemory].get_form(request)
+    short_term = admin.site._registry[ShortTermMemory].get_form(request)
+    forms = [
+        (long_term(data={**memory, "agent_id": value}), "agent_id"),
+        (short_term(data={**memory, "session_id": value}), "session_id"),
+    ]
+    if value:  # no source session is a valid one
+        forms.append((long_term(data={**memory, "source_session": value}), "source_session"))
+    return forms
+
+
+def test_the_memory_admin_shows_the_message_of_the_identifier_rule(admin_user):
+    request = RequestFactory().get("/admin/")
+    request.user = admin_user
+    for form, field in _memory_forms(request, "a/b"):
+        with pytest.raises(InvalidInput) as refusal:
+            check_identifier(field, "a/b")
+        assert not form.is_valid()
+        assert form.errors[field] == [str(refusal.value)]
 
 
 def test_the_admin_forms_accept_a_good_id(admin_client):

@@ -198,6 +198,24 @@ def test_it_lets_only_entry_points_import_entry_points():
     assert not wrong, "services importing entry points:\n" + "\n".join(wrong)
 
 
+FORMS = {"memory.forms", "subagents.forms"}
+
+
+def test_it_lets_only_entry_points_import_forms():
+    # Forms sit just below the entry points: the pages and the admin use them, no service.
+    graph = import_graph()
+
+    assert set(graph) >= FORMS
+    wrong = sorted(
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        if not _is_entry_point(module) and module not in FORMS
+        for target in targets & FORMS
+    )
+
+    assert not wrong, "services importing forms:\n" + "\n".join(wrong)
+
+
 def test_it_keeps_the_memory_app_and_the_project_core_free_of_the_other_apps():
     graph = import_graph()
     core = [m for m in graph if m.startswith("orca_memory.") and not _is_entry_point(m)]

@@ -329,7 +329,7 @@ def test_an_invalid_edit_shows_the_form_again(admin_client, conversation):
     response = admin_client.post(url, data, headers=HTMX)
     assert response.status_code == 200
     body = response.content.decode()
-    assert "less than or equal to 1" in body
+    assert "confidence must be between 0 and 1" in body  # the field's validator
     assert "Null characters are not allowed" in body
     assert LongTermMemory.objects.get(pk=conversation.tea.pk).confidence == 0.7
     assert LongTermMemoryHistory.objects.filter(memory_id=conversation.tea.pk).count() == 1

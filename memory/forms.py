@@ -1,0 +1,179 @@
+"""The memory app's forms: the dashboard's (views.py) and the admin's (admin.py).
+
+The rules of a single field (identifiers, the confidence bound) are the model fields'
+validators, which every ModelForm applies; a form adds what a field cannot say alone, and
+calls the flows' own checks so that their messages appear beside the field at fault.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any
+
+from django import forms
+from django.db.models import QuerySet
+
+from memory.messages import RUN_METADATA_KEY, message_check
+from memory.models import LongTermMemory, MainMessage, MemoryType, ShortTermMemory
+from memory.validation import InvalidInput, check_content
+
+# --- the dashboard -------------------------------------------------------------------------
+
+
+class ContextForm(forms.Form):
+    query = forms.CharField(
+        required=False,
+        widget=forms.TextInput(attrs={"placeholder": "what the user just asked"}),
+    )
+    # The API's bounds for the same field.
+    model_window = forms.IntegerField(min_value=256, max_value=10_000_000)
+
+
+class MemoryFilterForm(forms.Form):
+    STATES = {
+        "": "any state",
+        "active": "active",
+        "expired": "expired",
+        "archived": "archived",
+    }
+
+    q = forms.CharField(
+        required=False, widget=forms.TextInput(attrs={"type": "search", "placeholder": "text"})
+    )
+    agent = forms.ChoiceField(required=False)
+    memory_type = forms.ChoiceField(required=False, choices=[("", "any type"), *MemoryType.choices])
+    state = forms.ChoiceField(required=False, choices=STATES.items())
+
+    def __init__(self, data: dict[str, Any], *, agents: list[str]) -> None:
+        super().__init__(data)
+        self.fields["agent"].choices = [("", "all agents"), *((a, a) for a in agents)]
+
+    def memories(self, now: datetime) -> QuerySet[LongTermMemory]:
+        """The memories the valid filters select, newest first (invalid ones are ignored)."""
+        self.is_valid()
+        choice = self.cleaned_data
+        memories = LongTermMemory.objects.all()
+        if choice.get("agent"):
+            memories = memories.filter(agent_id=choice["agent"])
+        if choice.get("memory_type"):
+            memories = memories.filter(memory_type=choice["memory_type"])
+        if choice.get("q"):
+            memories = memories.filter(content__icontains=choice["q"])
+        state = choice.get("state")
+        if state == "active":
+            memories = memories.active().unexpired(now)
+        elif state == "expired":
+            memories = memories.active().expired(now)
+        elif state == "archived":
+            memories = memories.filter(archived_at__isnull=False)
+        return memories.order_by("-created_at", "-id")
+
+
+class MemoryForm(forms.ModelForm):
+    """A curator's edit of a memory. Validating it sets the new values on its instance: the
+    view saves only `changed_data`, through memory_update, which keeps the history."""
+
+    # Without the empty choice a ModelForm adds for a field without a default.
+    memory_type = forms.ChoiceField(choices=MemoryType.choices)
+
+    class Meta:
+        model = LongTermMemory
+        fields = ["content", "memory_type", "confidence", "expires_at"]
+        labels = {"expires_at": "Expires (UTC)"}
+        widgets = {
+            "content": forms.Textarea(attrs={"rows": 4}),
+            # min and max let the browser say it first; the field's validator decides.
+            "confidence": forms.NumberInput(attrs={"step": "0.05", "min": "0", "max": "1"}),
+            "expires_at": forms.DateTimeInput(
+                attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"
+            ),
+        }
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # The browser's datetime input keeps minutes only: an untouched expiry must compare
+        # equal, or saving any other field would move it.
+        if expires_at := self.instance.expires_at:
+            self.initial["expires_at"] = expires_at.replace(second=0, microsecond=0)
+
+
+# --- the admin -----------------------------------------------------------------------------
+
+
+def _add_invalid_input(form: forms.BaseForm, exc: InvalidInput) -> None:
+    """Show a domain check's message beside the field it names, or above the form when that
+    field is not in it."""
+    named = exc.field or re.split(r"[\s.]", str(exc), maxsplit=1)[0]
+    form.add_error(named if named in form.fields else None, str(exc))
+
+
+_NO_RUN = object()
+
+
+def _run_in(metadata: Any) -> Any:
+    return metadata.get(RUN_METADATA_KEY, _NO_RUN) if isinstance(metadata, dict) else _NO_RUN
+
+
+# What a person writes of a message; the rest (token count, vector state, time) is derived.
+MESSAGE_FIELDS = ("agent_id", "session_id", "role", "content", "msg_type", "metadata")
+
+
+class MainMessageForm(forms.ModelForm):
+    """A message added here goes through message_add (its checks, token count, embedding,
+    turn summary); an edit passes the same checks on what can change."""
+
+    class Meta:
+        model = MainMessage
+        fields = MESSAGE_FIELDS
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if self.errors:
+            return data
+        stored = self.instance  # on a change, who said it where is read-only: the stored row's
+        adding = stored.pk is None
+        values = {name: data.get(name, getattr(stored, name)) for name in MESSAGE_FIELDS}
+        try:
+            if not adding and _run_in(values["metadata"]) != _run_in(stored.metadata):
+                raise InvalidInput(
+                    f"metadata.{RUN_METADATA_KEY} is the service's record of a sub-agent run: "
+                    "it cannot be added, changed or removed"
+                )
+            # A stored run's record may stay as it is (checked just above).
+            message_check(**values, run_allowed=not adding)
+        except InvalidInput as exc:
+            _add_invalid_input(self, exc)
+        return data
+
+
+class ContentCheckedForm(forms.ModelForm):
+    """Runs the service's check of a text (check_content: its size limit among others)."""
+
+    def clean_content(self) -> str:
+        try:
+            return check_content("content", self.cleaned_data["content"])
+        except InvalidInput as exc:
+            raise forms.ValidationError(str(exc)) from exc
+
+
+class ShortTermMemoryForm(ContentCheckedForm):
+    class Meta:
+        model = ShortTermMemory
+        fields = ["agent_id", "session_id", "content", "source_count", "confidence"]
+
+
+class LongTermMemoryForm(ContentCheckedForm):
+    class Meta:
+        model = LongTermMemory
+        fields = [
+            "agent_id",
+            "content",
+            "memory_type",
+            "confidence",
+            "expires_at",
+            "source_session",
+        ]
+
+    def clean_source_session(self) -> str | None:
+        return self.cleaned_data["source_session"] or None  # an empty field is no session
