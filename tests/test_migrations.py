@@ -16,7 +16,7 @@ from django.db.migrations.executor import MigrationExecutor
 from memory import index, index_sqlite
 from memory.models import LongTermMemory, MainMessage, ShortTermMemory
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_only]
 
 BEFORE_REBUILD = "0010_dashboard_groups"
 REBUILD = "0011_rebuild_lexical_index"

@@ -39,6 +39,11 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         target: Path = options["path"]
+        if connection.vendor != "sqlite":
+            raise CommandError(
+                "backup copies the SQLite file; on PostgreSQL use pg_dump, or "
+                "`manage.py copy_database --to PATH` for a SQLite copy (docs/DEPLOYMENT.md)"
+            )
         try:
             result = backup_database(target)  # creates the file exclusively: never overwrites
         except FileExistsError as exc:
