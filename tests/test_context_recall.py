@@ -473,8 +473,8 @@ def test_the_api_explains_the_recall_layer(api):
 
 
 def test_the_evaluation_counts_the_tokens_that_repeat_another_item():
+    from bench.evaluation import duplicate_share
     from memory.context import Context, Item, Layer
-    from memory.evaluation import duplicate_share
 
     def layer(*texts: str) -> Layer:
         items = [Item(i, text, 0) for i, text in enumerate(texts)]
