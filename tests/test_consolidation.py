@@ -491,6 +491,7 @@ print(sorted(LongTermMemory.objects.filter(curated=True).values_list("content", 
 """
 
 
+@pytest.mark.slow
 def test_the_migration_marks_what_people_wrote_as_curated(tmp_path):
     manage(tmp_path, "migrate", "memory", "0006", "--no-input")
     manage(tmp_path, "shell", "-c", OLD_MEMORIES)
@@ -536,6 +537,7 @@ with connection.cursor() as c:
 """
 
 
+@pytest.mark.slow
 def test_the_migration_gives_past_runs_their_status_and_reverses(tmp_path):
     manage(tmp_path, "migrate", "memory", "0007", "--no-input")
     manage(tmp_path, "shell", "-c", OLD_RUNS)

@@ -128,6 +128,7 @@ class SlowProvider(StubProvider):
         super().do_POST()
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_batch_then_restarted_leaves_exactly_one_vector_each(tmp_path):
     server = ThreadingHTTPServer(("127.0.0.1", 0), SlowProvider)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -280,6 +281,7 @@ TASK_STATUSES = (
 )
 
 
+@pytest.mark.slow
 def test_the_worker_drops_task_records_finished_over_two_weeks_ago_at_start(tmp_path):
     manage(tmp_path, "migrate", "--no-input")
     manage(tmp_path, "shell", "-c", SEED_TASK_RESULTS)
