@@ -95,20 +95,24 @@ def conversation(db):
     from types import SimpleNamespace
 
     from memory.memories import memory_create
-    from memory.messages import message_add
     from memory.models import ShortTermMemory
     from subagents.runs import subagent_finish, subagent_record
+    from tests.factories import add_message
 
-    def say(role: str, content: str):
-        return message_add(agent_id="agent-a", session_id="s-1", role=role, content=content)
-
-    ask = say("user", "Please research how to deploy Django with gunicorn.")
+    ask = add_message(
+        "Please research how to deploy Django with gunicorn.", agent_id="agent-a", session_id="s-1"
+    )
     subagent_record(
         parent=ask, agent_name="researcher", role="assistant", content="Reading gunicorn docs."
     )
     # Over the 10,000-token result limit, so the stored result is cut and marked.
     result = subagent_finish(parent=ask, agent_name="researcher", content="gunicorn " * 6000)
-    reply = say("assistant", "Use gunicorn behind nginx, as the researcher found.")
+    reply = add_message(
+        "Use gunicorn behind nginx, as the researcher found.",
+        role="assistant",
+        agent_id="agent-a",
+        session_id="s-1",
+    )
     summary = ShortTermMemory.objects.create(
         agent_id="agent-a", session_id="s-1", content="The user asked how to deploy Django."
     )

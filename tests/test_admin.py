@@ -13,8 +13,8 @@ from django.urls import reverse
 
 from memory import index, vectors
 from memory.memories import memory_expire
-from memory.messages import message_add
 from memory.models import LongTermMemory, LongTermMemoryHistory, MainMessage, ShortTermMemory
+from tests.factories import add_message
 
 pytestmark = pytest.mark.django_db
 
@@ -219,20 +219,16 @@ def test_deleting_messages_and_summaries_in_the_admin_deletes_their_vectors(
     assert summary.pk not in stored(index.SUMMARY_VECTORS)
 
 
-def say(role: str, content: str) -> MainMessage:
-    return message_add(agent_id="a1", session_id="s1", role=role, content=content)
-
-
 def found(query: str) -> set[int]:
     hits = index.lexical_search(index.MESSAGE_TEXT, agent_id="a1", query=query, k=10)
     return {hit.id for hit in hits}
 
 
 def test_editing_a_messages_text_refreshes_the_context_of_the_replies_after_it(admin_client):
-    question = say("user", "Did you visit the aquarium yesterday?")
-    answer = say("assistant", "Yes, it was wonderful.")
-    say("user", "Great to hear.")
-    third = say("assistant", "We should go again.")  # out of the question's context
+    question = add_message("Did you visit the aquarium yesterday?")
+    answer = add_message("Yes, it was wonderful.", role="assistant")
+    add_message("Great to hear.")
+    third = add_message("We should go again.", role="assistant")  # out of the question's context
 
     assert answer.pk in found("aquarium") and third.pk not in found("aquarium")
 
@@ -244,7 +240,7 @@ def test_editing_a_messages_text_refreshes_the_context_of_the_replies_after_it(a
 
 
 def test_a_message_keeps_who_said_it_where_and_a_new_speaker_is_indexed(admin_client):
-    message = say("user", "I adopted a puppy.")
+    message = add_message("I adopted a puppy.")
     MainMessage.objects.filter(pk=message.pk).update(has_embedding=True)
     url = reverse("admin:memory_mainmessage_change", args=[message.pk])
     form = admin_client.get(url).context["adminform"].form
@@ -278,8 +274,8 @@ def test_a_summary_keeps_its_scope_and_an_edited_text_asks_for_a_new_vector(
 def test_a_message_deleted_in_the_admin_is_no_longer_found_through_the_replies_after_it(
     admin_client,
 ):
-    question = say("user", "Did you visit the aquarium yesterday?")
-    answer = say("assistant", "Yes, it was wonderful.")
+    question = add_message("Did you visit the aquarium yesterday?")
+    answer = add_message("Yes, it was wonderful.", role="assistant")
     assert found("aquarium") == {question.pk, answer.pk}
 
     admin_client.post(

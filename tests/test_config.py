@@ -105,6 +105,7 @@ def test_the_api_key_stays_out_of_repr(tmp_path):
     assert "sk-secret-123" not in str(config)
 
 
+@pytest.mark.slow
 def test_the_service_refuses_to_start_on_a_malformed_file(tmp_path):
     write_config(tmp_path, "[orca\n")
     result = subprocess.run(

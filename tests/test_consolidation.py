@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import re
 from datetime import datetime, timedelta
+from functools import partial
 
 import pytest
 from django.core.management import call_command
@@ -16,17 +17,17 @@ from memory import embeddings, maintenance, tasks, vectors
 from memory.extraction import speaks_for_a_person
 from memory.maintenance import Extracted, consolidate_session, request_consolidation
 from memory.memories import memory_create
-from memory.messages import message_add
 from memory.models import ConsolidationRun, LongTermMemory, LongTermMemoryHistory
 from memory.text import text_similarity
+from tests.factories import add_message
 from tests.fakes import FakeEmbedder
 from tests.helpers import last_line, manage
 
 pytestmark = pytest.mark.django_db
 
 
-def say(content: str, role: str = "user", *, session: str = "s1", agent: str = "agent-a"):
-    return message_add(agent_id=agent, session_id=session, role=role, content=content)
+# The agent of the `api` fixture, which some tests here use beside it.
+say = partial(add_message, agent_id="agent-a")
 
 
 class Clock:
@@ -114,7 +115,7 @@ def test_an_uncurated_memory_takes_the_newer_wording(clock, one_memory_per_messa
     consolidate_session(agent_id="agent-a", session_id="s1", trigger="session_end")
     memory = LongTermMemory.objects.get()
     assert memory.curated is False
-    say("I prefer green tea in the mornings.", session="s2")
+    say("I prefer green tea in the mornings.", session_id="s2")
     clock.advance(30)
 
     consolidate_session(agent_id="agent-a", session_id="s2", trigger="session_end")
@@ -175,7 +176,7 @@ def test_a_session_ended_within_30_s_of_another_is_still_consolidated(
 
 def test_a_deferred_run_still_inside_the_window_waits_again(clock, one_memory_per_message):
     for i, session in enumerate(("s1", "s2")):
-        say(unique_text(i), session=session)
+        say(unique_text(i), session_id=session)
     consolidate_session(agent_id="agent-a", session_id="s1")
     waiting = request_consolidation(agent_id="agent-a", session_id="s2", trigger="session_end")
 
@@ -250,7 +251,7 @@ def test_a_40_turn_session_stored_in_a_burst_writes_at_most_2_turn_runs(
     replies = []
     for i in range(40):
         say(unique_text(i))
-        replies.append(say(f"answer {i}", "assistant"))
+        replies.append(say(f"answer {i}", role="assistant"))
     for reply in replies:  # the worker catching up after the burst
         tasks.summarize_turn_task.call(reply.pk)
 
@@ -282,7 +283,7 @@ def test_replies_and_the_end_join_a_run_still_waiting_in_the_queue(
     replies = []
     for i in range(45):
         say(unique_text(i))
-        replies.append(say(f"answer {i}", "assistant"))
+        replies.append(say(f"answer {i}", role="assistant"))
     for reply in replies:
         tasks.summarize_turn_task.call(reply.pk)
     say(unique_text(45))
@@ -490,6 +491,7 @@ print(sorted(LongTermMemory.objects.filter(curated=True).values_list("content", 
 """
 
 
+@pytest.mark.slow
 def test_the_migration_marks_what_people_wrote_as_curated(tmp_path):
     manage(tmp_path, "migrate", "memory", "0006", "--no-input")
     manage(tmp_path, "shell", "-c", OLD_MEMORIES)
@@ -535,6 +537,7 @@ with connection.cursor() as c:
 """
 
 
+@pytest.mark.slow
 def test_the_migration_gives_past_runs_their_status_and_reverses(tmp_path):
     manage(tmp_path, "migrate", "memory", "0007", "--no-input")
     manage(tmp_path, "shell", "-c", OLD_RUNS)
@@ -556,15 +559,13 @@ def test_the_migration_gives_past_runs_their_status_and_reverses(tmp_path):
 
 
 def test_consolidation_reads_what_a_named_assistant_says_about_themselves(db):
-    def say(role: str, content: str, speaker: str | None = None) -> None:
-        metadata = {"speaker": speaker} if speaker else None
-        message_add(agent_id="a1", session_id="s1", role=role, content=content, metadata=metadata)
-
-    say("user", "I have a cat named Oscar.", "Caroline")
-    say("assistant", "I have two kids who love camping.", "Melanie")  # a person: LoCoMo
-    message_add(agent_id="a2", session_id="s1", role="user", content="I am a nurse.")
-    message_add(  # the AI itself: not a fact about anyone
-        agent_id="a2", session_id="s1", role="assistant", content="I am an AI model."
+    add_message("I have a cat named Oscar.", metadata={"speaker": "Caroline"})
+    add_message(  # a person: LoCoMo
+        "I have two kids who love camping.", role="assistant", metadata={"speaker": "Melanie"}
+    )
+    add_message("I am a nurse.", agent_id="a2")
+    add_message(  # the AI itself: not a fact about anyone
+        "I am an AI model.", role="assistant", agent_id="a2"
     )
 
     consolidate_session(agent_id="a1", session_id="s1")

@@ -9,15 +9,11 @@ from django.utils import timezone
 
 from memory import vectors
 from memory.context import context_build, is_identity_query
-from memory.messages import message_add
 from memory.models import LongTermMemory, ShortTermMemory
 from memory.tokens import estimate_tokens
+from tests.factories import add_message
 
 pytestmark = pytest.mark.django_db
-
-
-def say(content: str, *, role: str = "user", session: str = "s1", agent: str = "a1"):
-    return message_add(agent_id=agent, session_id=session, role=role, content=content)
 
 
 def tokens(n: int, word: str = "abcd") -> str:
@@ -52,8 +48,8 @@ def test_the_budget_is_60_percent_of_the_window_split_50_30_20():
 
 
 def test_working_memory_is_the_newest_messages_that_fit_oldest_first():
-    sent = [say(tokens(40), role="user" if i % 2 else "assistant") for i in range(10)]
-    say("another session", session="s2")
+    sent = [add_message(tokens(40), role="user" if i % 2 else "assistant") for i in range(10)]
+    add_message("another session", session_id="s2")
 
     context = context_build(agent_id="a1", session_id="s1", query=None, model_window=1000)
 
@@ -132,8 +128,8 @@ def test_expired_memories_are_down_weighted_not_dropped(fake_embedder):
 def test_over_budget_it_cuts_long_term_then_short_term_then_the_oldest_messages():
     # Rendered sizes: a summary line "- " + 240 chars + newline = 61 tokens, a memory line
     # "- [fact] " + 400 chars + newline = 103; the section headers 7 and 11 tokens.
-    for _ in range(6):
-        say(tokens(50), role="assistant")  # 6 x 50 = 300 = the working share of a 1000 window
+    for _ in range(6):  # 6 x 50 = 300 = the working share of a 1000 window
+        add_message(tokens(50), role="assistant")
     for i in range(3):
         summary(tokens(60, f"s{i}xx"))
     for i in range(2):
@@ -205,10 +201,10 @@ def test_identity_recall_puts_preferences_first_and_tops_up_with_the_most_used(f
 def test_context_never_includes_another_agent_or_a_subagent_transcript(api_for):
     from subagents.runs import subagent_finish, subagent_record
 
-    parent = say("please ask the coder", role="assistant")
+    parent = add_message("please ask the coder", role="assistant")
     subagent_record(parent=parent, agent_name="coder", role="assistant", content="zebra reasoning")
     subagent_finish(parent=parent, agent_name="coder", content="the result")
-    say("their secret", agent="a2")
+    add_message("their secret", agent_id="a2")
     memory("their memory", agent="a2")
     summary("their summary", agent="a2")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 import pytest
 
@@ -13,9 +14,9 @@ from memory.context import context_build
 from memory.embeddings import LOCAL_MODEL
 from memory.maintenance import summarize_turn
 from memory.memories import memory_create
-from memory.messages import message_add
 from memory.models import LongTermMemory
 from memory.tokens import estimate_tokens
+from tests.factories import add_message
 from tests.fakes import FakeEmbedder
 
 pytestmark = pytest.mark.django_db
@@ -23,16 +24,9 @@ pytestmark = pytest.mark.django_db
 DAY_ONE = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 
 
-def say(content, role="user", *, session="s1", agent="a1", at=None, speaker=None):
-    return message_add(
-        agent_id=agent,
-        session_id=session,
-        role=role,
-        content=content,
-        metadata={"speaker": speaker} if speaker else None,
-        timestamp=at,
-        summarize=False,
-    )
+# Turns queue no summary of their own (as past sessions replayed by an import): a test that
+# needs one makes it with summarize_turn, so the summaries are only those it made.
+say = partial(add_message, summarize=False)
 
 
 def chat(session: str, lines: list[str], *, start: datetime, agent: str = "a1"):
@@ -40,10 +34,10 @@ def chat(session: str, lines: list[str], *, start: datetime, agent: str = "a1"):
     return [
         say(
             text,
-            "user" if i % 2 == 0 else "assistant",
-            session=session,
-            agent=agent,
-            at=start + timedelta(minutes=i),
+            role="user" if i % 2 == 0 else "assistant",
+            session_id=session,
+            agent_id=agent,
+            timestamp=start + timedelta(minutes=i),
         )
         for i, text in enumerate(lines)
     ]
@@ -70,7 +64,7 @@ def test_a_new_session_gets_the_earlier_messages_that_answer_its_question_with_t
         ["My sister visits on Friday.", "Will you cook for her?"],
         start=DAY_ONE + timedelta(days=1),
     )
-    question = say("Where did we go camping?", session="new")
+    question = say("Where did we go camping?", session_id="new")
 
     context = context_build(agent_id="a1", session_id="new", query=None, model_window=8192)
 
@@ -94,11 +88,11 @@ def test_recalled_messages_are_grouped_by_session_in_time_order_with_their_speak
     earlier = chat("earlier", ["I want a kayak.", "Which kayak?"], start=DAY_ONE)
     say(
         "Caroline here: the kayak is red.",
-        session="earlier",
-        at=DAY_ONE + timedelta(hours=1),
-        speaker="Caroline",
+        session_id="earlier",
+        timestamp=DAY_ONE + timedelta(hours=1),
+        metadata={"speaker": "Caroline"},
     )
-    say("tell me about the kayak", session="new")
+    say("tell me about the kayak", session_id="new")
 
     context = context_build(agent_id="a1", session_id="new", query=None, model_window=8192)
 
@@ -115,11 +109,11 @@ def test_recalled_messages_are_grouped_by_session_in_time_order_with_their_speak
 def test_recall_never_includes_another_agent_or_a_subagent_transcript():
     from subagents.runs import subagent_finish, subagent_record
 
-    ask = say("please research zebra migration", "assistant", session="old")
+    ask = say("please research zebra migration", role="assistant", session_id="old")
     subagent_record(parent=ask, agent_name="r", role="assistant", content="zebra secret notes")
     subagent_finish(parent=ask, agent_name="r", content="zebras migrate in july")
-    say("zebra facts from agent two", session="theirs", agent="a2")
-    say("what about zebra migration?", session="new")
+    say("zebra facts from agent two", session_id="theirs", agent_id="a2")
+    say("what about zebra migration?", session_id="new")
 
     context = context_build(agent_id="a1", session_id="new", query=None, model_window=8192)
 
@@ -136,9 +130,9 @@ def _random_store(rng: random.Random) -> None:
             text = " ".join(rng.choice(words) for _ in range(rng.randint(3, 120)))
             say(
                 text,
-                "user" if i % 2 == 0 else "assistant",
-                session=f"s{s}",
-                at=DAY_ONE + timedelta(days=s, minutes=i),
+                role="user" if i % 2 == 0 else "assistant",
+                session_id=f"s{s}",
+                timestamp=DAY_ONE + timedelta(days=s, minutes=i),
             )
     for i in range(rng.randint(0, 8)):
         LongTermMemory.objects.create(
@@ -147,7 +141,11 @@ def _random_store(rng: random.Random) -> None:
             memory_type="fact",
             access_count=i,
         )
-    say(" ".join(rng.choice(words) for _ in range(8)), session="s5", at=DAY_ONE + timedelta(days=9))
+    say(
+        " ".join(rng.choice(words) for _ in range(8)),
+        session_id="s5",
+        timestamp=DAY_ONE + timedelta(days=9),
+    )
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -176,9 +174,9 @@ def test_the_budget_holds_with_four_layers(seed, window):
 
 def test_a_four_message_session_holds_no_summary_of_its_own_messages():
     say("我喜欢喝绿茶。")
-    first = say("好的，记住了：绿茶。", "assistant")
+    first = say("好的，记住了：绿茶。", role="assistant")
     say("明天提醒我买茶叶。")
-    second = say("好的，明天提醒你。", "assistant")
+    second = say("好的，明天提醒你。", role="assistant")
     summarize_turn(first)
     summarize_turn(second)
 
@@ -196,10 +194,10 @@ def test_a_four_message_session_holds_no_summary_of_its_own_messages():
 
 def test_a_turn_that_fell_out_of_working_memory_is_represented_by_its_summary():
     old_question = say("alpha " * 400)  # 600 tokens: falls out of a 1000-token window's 300
-    old_reply = say("beta " * 400, "assistant")
+    old_reply = say("beta " * 400, role="assistant")
     summary = summarize_turn(old_reply)
     say("gamma question")
-    say("delta answer", "assistant")
+    say("delta answer", role="assistant")
 
     context = context_build(agent_id="a1", session_id="s1", query=None, model_window=1000)
 
@@ -219,7 +217,7 @@ def test_a_memory_identical_to_a_recalled_message_appears_once():
         memory_type="fact",
         actor="consolidation",
     )
-    say("can I eat peanuts?", session="new")
+    say("can I eat peanuts?", session_id="new")
 
     context = context_build(agent_id="a1", session_id="new", query=None, model_window=8192)
 
@@ -264,7 +262,7 @@ def test_the_method_names_what_chose_each_item_after_the_identity_filter(fake_em
 )
 def test_a_stored_question_never_pushes_the_evidence_out(question, evidence, distractors):
     past = chat("past", [evidence, *distractors], start=DAY_ONE)
-    say(question, session="new")
+    say(question, session_id="new")
 
     context = context_build(agent_id="a1", session_id="new", query=question, model_window=2048)
 
@@ -279,7 +277,7 @@ def test_a_chinese_query_with_an_english_only_model_does_not_use_vectors(monkeyp
     english_only = FakeEmbedder(model=LOCAL_MODEL)
     monkeypatch.setattr(embeddings, "configured_embedder", lambda: english_only)
     vectors.query_vector.cache_clear()
-    say("I drink green tea every morning.", session="old")
+    say("I drink green tea every morning.", session_id="old")
     vectors.embed_pending()
     calls = len(english_only.calls)
 
@@ -325,14 +323,7 @@ def tool_exchange(call_text: str) -> None:
         ("assistant", call_text, {"tool_calls": [CALL]}),
         ("tool", "sunny", {"tool_call_id": "call_1"}),
     ):
-        message_add(
-            agent_id="a1",
-            session_id="s1",
-            role=role,
-            content=content,
-            metadata=metadata,
-            summarize=False,
-        )
+        say(content, role=role, metadata=metadata)
 
 
 def test_context_messages_are_valid_input_for_openai_compatible_chat_apis():
@@ -340,11 +331,9 @@ def test_context_messages_are_valid_input_for_openai_compatible_chat_apis():
 
     ask = say("what's the weather?")
     tool_exchange("checking the weather")
-    say("now ask the researcher", "assistant")
+    say("now ask the researcher", role="assistant")
     subagent_finish(parent=ask, agent_name="researcher", content="it will rain later")
-    message_add(
-        agent_id="a1", session_id="s1", role="tool", content="orphan output", summarize=False
-    )
+    say("orphan output", role="tool")
 
     messages = context_build(agent_id="a1", session_id="s1", query=None, model_window=8192).messages
 
@@ -427,7 +416,7 @@ def test_a_curated_preference_outranks_a_rule_extracted_one(question, with_vecto
 
 
 def test_a_memory_that_a_working_message_says_is_left_out():
-    message = say("I am allergic to peanuts.", session="new")
+    message = say("I am allergic to peanuts.", session_id="new")
     memory = memory_create(
         agent_id="a1",
         content="I am allergic to peanuts.",
@@ -473,8 +462,8 @@ def test_the_api_explains_the_recall_layer(api):
 
 
 def test_the_evaluation_counts_the_tokens_that_repeat_another_item():
+    from bench.evaluation import duplicate_share
     from memory.context import Context, Item, Layer
-    from memory.evaluation import duplicate_share
 
     def layer(*texts: str) -> Layer:
         items = [Item(i, text, 0) for i, text in enumerate(texts)]

@@ -11,16 +11,12 @@ from memory import index, vectors
 from memory.context import context_build
 from memory.embeddings import EmbeddingError, InputRejected
 from memory.health import service_health
-from memory.messages import message_add
 from memory.models import MainMessage, VectorIndexState
 from memory.search import search
+from tests.factories import add_message
 from tests.fakes import FakeEmbedder
 
 pytestmark = pytest.mark.django_db
-
-
-def add(content: str, *, role: str = "user", agent: str = "a1", session: str = "s1") -> MainMessage:
-    return message_add(agent_id=agent, session_id=session, role=role, content=content)
 
 
 def vector_ids(embedder, agent: str = "a1") -> list[int]:
@@ -30,10 +26,14 @@ def vector_ids(embedder, agent: str = "a1") -> list[int]:
 
 
 def test_only_user_and_assistant_messages_of_three_tokens_wait_for_a_vector():
-    eligible = [add("ten chars!"), add("a long assistant reply", role="assistant"), add("喝茶")]
-    add("short")
-    add("a long system prompt here", role="system")
-    add("a long tool result here", role="tool")
+    eligible = [
+        add_message("ten chars!"),
+        add_message("a long assistant reply", role="assistant"),
+        add_message("喝茶"),
+    ]
+    add_message("short")
+    add_message("a long system prompt here", role="system")
+    add_message("a long tool result here", role="tool")
 
     assert list(MainMessage.objects.awaiting_embedding()) == eligible
     assert [m.needs_embedding for m in eligible] == [True, True, True]
@@ -58,7 +58,7 @@ def test_only_user_and_assistant_messages_of_three_tokens_wait_for_a_vector():
     ],
 )
 def test_the_sql_and_python_rules_agree_on_what_is_worth_a_vector(role, content, tokens, needs):
-    message = add(content, role=role)
+    message = add_message(content, role=role)
     assert message.token_count == tokens
     assert message.needs_embedding is needs
     assert MainMessage.objects.awaiting_embedding().filter(pk=message.pk).exists() is needs
@@ -70,8 +70,8 @@ def test_the_sql_and_python_rules_agree_on_what_is_worth_a_vector(role, content,
 
 
 def test_a_short_chinese_question_gets_a_vector_and_ok_does_not(fake_embedder):
-    question = add("你还记得我吗？")
-    add("ok")
+    question = add_message("你还记得我吗？")
+    add_message("ok")
 
     assert vectors.embed_pending() == 1
     assert vector_ids(fake_embedder) == [question.pk]
@@ -79,7 +79,7 @@ def test_a_short_chinese_question_gets_a_vector_and_ok_does_not(fake_embedder):
 
 
 def test_it_embeds_pending_messages_in_batches_and_flips_the_flag(fake_embedder, settings):
-    messages = [add(f"message number {i} about tea") for i in range(7)]
+    messages = [add_message(f"message number {i} about tea") for i in range(7)]
 
     done = vectors.embed_pending(batch_size=3)
 
@@ -105,8 +105,8 @@ def test_storing_a_message_queues_its_embedding_after_the_commit(fake_embedder, 
 
 
 def test_a_provider_outage_keeps_everything_pending_and_health_says_so(fake_embedder):
-    add("first message to embed")
-    add("second message to embed")
+    add_message("first message to embed")
+    add_message("second message to embed")
     fake_embedder.fail_times = 1
 
     with pytest.raises(EmbeddingError):
@@ -130,7 +130,7 @@ def test_a_provider_outage_keeps_everything_pending_and_health_says_so(fake_embe
 
 
 def test_a_crash_after_some_batches_leaves_the_rest_pending_and_no_duplicates(fake_embedder):
-    messages = [add(f"message number {i} to embed") for i in range(6)]
+    messages = [add_message(f"message number {i} to embed") for i in range(6)]
 
     class CrashingEmbedder(FakeEmbedder):
         def embed(self, texts):
@@ -149,7 +149,7 @@ def test_a_crash_after_some_batches_leaves_the_rest_pending_and_no_duplicates(fa
 
 
 def test_a_row_finished_by_another_run_is_not_written_again(fake_embedder):
-    message = add("raced by two workers")
+    message = add_message("raced by two workers")
     vectors.prepare_index(fake_embedder.signature)
     batch = [message]
     assert vectors._write(vectors.SOURCES[0], batch, fake_embedder.embed([message.content])) == 1
@@ -167,9 +167,9 @@ def test_a_row_finished_by_another_run_is_not_written_again(fake_embedder):
 
 
 def test_a_text_the_provider_refuses_does_not_block_the_others(fake_embedder):
-    good = add("a perfectly fine message")
-    bad = add("a message the provider refuses")
-    later = add("another fine message")
+    good = add_message("a perfectly fine message")
+    bad = add_message("a message the provider refuses")
+    later = add_message("another fine message")
 
     class PickyEmbedder(FakeEmbedder):
         def embed(self, texts):
@@ -186,7 +186,7 @@ def test_a_text_the_provider_refuses_does_not_block_the_others(fake_embedder):
 
 
 def test_the_tables_adopt_a_new_provider_while_empty_and_refuse_it_once_filled(fake_embedder):
-    add("embedded by the first provider")
+    add_message("embedded by the first provider")
     vectors.embed_pending()
     other = FakeEmbedder(dimension=32, name="other")
 
@@ -206,7 +206,7 @@ def test_the_tables_adopt_a_new_provider_while_empty_and_refuse_it_once_filled(f
 
 def test_before_the_workers_first_run_queries_degrade_instead_of_failing(fake_embedder):
     # The migration built the empty tables for 1024 dimensions; this provider has 384.
-    add("I live in Lyon")
+    add_message("I live in Lyon")
     small = FakeEmbedder(dimension=384, name="small")
 
     context = context_build(
@@ -223,7 +223,7 @@ def test_before_the_workers_first_run_queries_degrade_instead_of_failing(fake_em
 
 def test_reembed_rebuilds_every_vector_with_the_configured_provider(fake_embedder):
     for i in range(3):
-        add(f"message {i} for reembedding")
+        add_message(f"message {i} for reembedding")
     vectors.embed_pending()
     out = io.StringIO()
 
@@ -235,7 +235,7 @@ def test_reembed_rebuilds_every_vector_with_the_configured_provider(fake_embedde
 
 
 def test_the_commands_explain_what_they_cannot_do(fake_embedder, monkeypatch):
-    add("waiting for a vector")
+    add_message("waiting for a vector")
     fake_embedder.fail_times = 1
     with pytest.raises(CommandError, match="fake provider is down"):
         call_command("embed_pending", stdout=io.StringIO(), stderr=io.StringIO())
@@ -259,7 +259,7 @@ def test_the_worker_queue_holds_one_waiting_run_and_retries_later(settings, fake
     assert DBTaskResult.objects.count() == 1
 
     DBTaskResult.objects.all().delete()
-    add("a message while the provider is down")
+    add_message("a message while the provider is down")
     fake_embedder.fail_times = 1
     assert embed_pending_task.call() == 0
     retry = DBTaskResult.objects.get()
@@ -270,7 +270,7 @@ def test_a_run_embeds_a_bounded_number_of_rows_and_queues_the_next(fake_embedder
     from memory import scheduling, tasks
 
     for i in range(7):
-        add(f"message number {i} in a backlog")
+        add_message(f"message number {i} in a backlog")
     assert vectors.embed_pending(limit=3, batch_size=2) == 4  # whole batches, up to the limit
     assert MainMessage.objects.awaiting_embedding().count() == 3
 

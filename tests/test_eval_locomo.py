@@ -10,6 +10,8 @@ import pytest
 
 from tests.helpers import ROOT, manage
 
+pytestmark = pytest.mark.slow  # each test runs manage.py eval_locomo in a process
+
 LOCOMO = ROOT.parent / "shared" / "data" / "locomo"
 
 

@@ -13,6 +13,8 @@ from memory.auth import api_key_create
 from memory.models import MainMessage
 from subagents.models import SubagentMessage
 
+pytestmark = pytest.mark.slow  # the example client runs in a process of its own
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

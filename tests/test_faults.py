@@ -16,9 +16,9 @@ import pytest
 from memory import embeddings, index, vectors
 from memory.embeddings import EmbeddingError, HttpEmbedder
 from memory.health import service_health
-from memory.messages import message_add
 from memory.models import MainMessage
 from orca_memory.db.base import Driver
+from tests.factories import add_message
 from tests.helpers import ROOT, last_line, manage, service_env
 
 pytestmark = pytest.mark.django_db
@@ -85,12 +85,7 @@ def provider(monkeypatch) -> Iterator[type[StubProvider]]:
 
 
 def stored(n: int) -> list[MainMessage]:
-    return [
-        message_add(
-            agent_id="a1", session_id="s1", role="user", content=f"message number {i} to embed"
-        )
-        for i in range(n)
-    ]
+    return [add_message(f"message number {i} to embed") for i in range(n)]
 
 
 @pytest.mark.parametrize(
@@ -133,6 +128,7 @@ class SlowProvider(StubProvider):
         super().do_POST()
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_batch_then_restarted_leaves_exactly_one_vector_each(tmp_path):
     server = ThreadingHTTPServer(("127.0.0.1", 0), SlowProvider)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -254,8 +250,8 @@ def test_a_failing_chat_model_falls_back_to_the_offline_summary_then_recovers(mo
     )
     monkeypatch.setattr(maintenance, "configured_chat", lambda: chat)
     try:
-        message_add(agent_id="a1", session_id="s1", role="user", content="我想喝茶")
-        reply = message_add(agent_id="a1", session_id="s1", role="assistant", content="好的。")
+        add_message("我想喝茶")
+        reply = add_message("好的。", role="assistant")
         assert maintenance.summarize_turn(reply).content == "user: 我想喝茶 / assistant: 好的。"
         assert maintenance.summarize_turn(reply).content == "用户想喝茶。"  # the model is back
     finally:
@@ -285,6 +281,7 @@ TASK_STATUSES = (
 )
 
 
+@pytest.mark.slow
 def test_the_worker_drops_task_records_finished_over_two_weeks_ago_at_start(tmp_path):
     manage(tmp_path, "migrate", "--no-input")
     manage(tmp_path, "shell", "-c", SEED_TASK_RESULTS)

@@ -84,6 +84,7 @@ def test_it_is_in_the_openapi_schema(client):
     assert "/api/v1/health" in schema["paths"]
 
 
+@pytest.mark.slow
 def test_it_answers_503_when_the_database_cannot_be_opened(tmp_path):
     unopenable = tmp_path / "a-directory.db"
     unopenable.mkdir()

@@ -11,7 +11,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("memory", "subagents", "orca_memory")
+PACKAGES = ("memory", "subagents", "bench", "orca_memory")
 
 Graph = dict[str, set[str]]
 
@@ -143,9 +143,12 @@ def test_it_sees_the_project_modules_and_their_imports():
     # The graph is not vacuous: it holds every package and the edges written in each style.
     graph = import_graph()
 
-    assert {"memory.tasks", "subagents.runs", "orca_memory.settings"} <= set(graph)
+    assert {"memory.tasks", "subagents.runs", "bench.evaluation", "orca_memory.settings"} <= set(
+        graph
+    )
     assert "memory.models" in graph["memory.messages"]  # from memory.models import ...
     assert "memory.vectors" in graph["memory.tasks"]  # from memory import vectors
+    assert "bench.measure" in graph["bench.evaluation"]  # bench's own modules are read too
 
 
 def test_it_names_by_path_only_the_tasks_of_memory_tasks():
@@ -216,15 +219,23 @@ def test_it_lets_only_entry_points_import_forms():
     assert not wrong, "services importing forms:\n" + "\n".join(wrong)
 
 
+def _in_package(module: str, package: str) -> bool:
+    return module == package or module.startswith(f"{package}.")
+
+
 def test_it_keeps_the_memory_app_and_the_project_core_free_of_the_other_apps():
+    # `subagents` and `bench` build on `memory`, never the other way; the project core
+    # (settings, config, db/) imports no app at all.
     graph = import_graph()
-    core = [m for m in graph if m.startswith("orca_memory.") and not _is_entry_point(m)]
+    core = [m for m in graph if _in_package(m, "orca_memory") and not _is_entry_point(m)]
+    above_memory = ("subagents", "bench")
 
     wrong = sorted(
         f"{module} -> {target}"
-        for module in [*core, *(m for m in graph if m.startswith("memory."))]
+        for module in [*core, *(m for m in graph if _in_package(m, "memory"))]
         for target in graph[module]
-        if target.startswith("subagents") or (module in core and target.startswith("memory"))
+        if any(_in_package(target, app) for app in above_memory)
+        or (module in core and _in_package(target, "memory"))
     )
 
     assert not wrong, "\n".join(wrong)

@@ -280,6 +280,7 @@ def test_reimporting_the_backup_brings_in_only_what_the_database_missed(
     assert [r[3] for r in rows()] == ["stored normally", "this one too", "kept during an outage"]
 
 
+@pytest.mark.slow
 def test_without_a_database_messages_go_to_jsonl_and_come_back_later(tmp_path):
     good, broken = str(tmp_path / "good.db"), str(tmp_path / "broken.db")
     manage(tmp_path, "migrate", "--no-input", ORCA_DB_PATH=good)

@@ -6,7 +6,11 @@ The full run (8 agents x 500 messages) is `make loadtest`; this one keeps its gu
 
 from __future__ import annotations
 
+import pytest
+
 from tests.helpers import manage
+
+pytestmark = pytest.mark.slow  # gunicorn, the worker and the load test's own process
 
 
 def test_concurrent_agents_over_http_store_every_message_exactly_once(tmp_path):

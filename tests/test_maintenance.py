@@ -10,20 +10,16 @@ from django.utils import timezone
 from memory import llm, maintenance
 from memory.context import context_build
 from memory.maintenance import consolidate_session, offline_extract, summarize_turn
-from memory.messages import message_add
 from memory.models import ConsolidationRun, LongTermMemory, LongTermMemoryHistory, ShortTermMemory
 from memory.text import text_similarity
+from tests.factories import add_message
 
 pytestmark = pytest.mark.django_db
 
 
-def say(content: str, role: str = "user", *, session: str = "s1", agent: str = "a1"):
-    return message_add(agent_id=agent, session_id=session, role=role, content=content)
-
-
 def test_the_offline_summary_keeps_the_first_sentence_of_each_side():
-    say("我喜欢喝绿茶。你呢？")
-    reply = say("I like black tea. It is strong.", "assistant")
+    add_message("我喜欢喝绿茶。你呢？")
+    reply = add_message("I like black tea. It is strong.", role="assistant")
 
     summary = summarize_turn(reply)
 
@@ -34,8 +30,8 @@ def test_the_offline_summary_keeps_the_first_sentence_of_each_side():
 def test_the_chat_model_writes_the_summary_with_the_designs_prompt(chat):
     answers, prompts = chat
     answers.append("用户喜欢绿茶。")
-    say("我喜欢喝绿茶")
-    summary = summarize_turn(say("好的，记住了", "assistant"))
+    add_message("我喜欢喝绿茶")
+    summary = summarize_turn(add_message("好的，记住了", role="assistant"))
     assert summary.content == "用户喜欢绿茶。"
     assert prompts[0].startswith("请用一句话总结本轮对话的关键信息，不超过 50 字：")
     assert "user: 我喜欢喝绿茶" in prompts[0]
@@ -43,8 +39,8 @@ def test_the_chat_model_writes_the_summary_with_the_designs_prompt(chat):
 
 def test_a_session_keeps_its_newest_ten_summaries():
     for i in range(12):
-        say(f"question {i}")
-        summarize_turn(say(f"answer {i}", "assistant"))
+        add_message(f"question {i}")
+        summarize_turn(add_message(f"answer {i}", role="assistant"))
     kept = list(ShortTermMemory.objects.order_by("id").values_list("content", flat=True))
     assert len(kept) == 10
     assert kept[0].startswith("user: question 2")
@@ -79,8 +75,8 @@ def test_every_twentieth_turn_consolidates(monkeypatch):
     from memory import tasks
 
     for i in range(20):
-        say("I prefer short answers." if i == 0 else f"question number {i}")
-        reply = say(f"answer {i}", "assistant")
+        add_message("I prefer short answers." if i == 0 else f"question number {i}")
+        reply = add_message(f"answer {i}", role="assistant")
         tasks.summarize_turn_task.call(reply.pk)
         assert ConsolidationRun.objects.count() == (1 if i == 19 else 0)
     assert ConsolidationRun.objects.get().trigger == "turns"
@@ -97,8 +93,8 @@ def test_a_similar_memory_is_updated_not_duplicated_and_its_old_text_kept():
     LongTermMemory.objects.create(
         agent_id="a2", content="I prefer green tea in the morning!", memory_type="preference"
     )
-    say("I prefer green tea in the mornings.")  # > 0.8 similar: an update
-    say("I prefer working late at night.")  # a new memory
+    add_message("I prefer green tea in the mornings.")  # > 0.8 similar: an update
+    add_message("I prefer working late at night.")  # a new memory
 
     run = consolidate_session(agent_id="a1", session_id="s1", trigger="session_end")
 
@@ -116,9 +112,9 @@ def test_a_similar_memory_is_updated_not_duplicated_and_its_old_text_kept():
 def test_consolidation_of_an_agent_within_30_seconds_is_deferred_not_dropped():
     from memory import tasks
 
-    say("I like jazz.")
-    say("We decided to deploy on Fridays.", session="s2")
-    say("I like jazz.", agent="a2")
+    add_message("I like jazz.")
+    add_message("We decided to deploy on Fridays.", session_id="s2")
+    add_message("I like jazz.", agent_id="a2")
     first = consolidate_session(agent_id="a1", session_id="s1", trigger="session_end")
     second = consolidate_session(agent_id="a1", session_id="s2", trigger="session_end")
     other_agent = consolidate_session(agent_id="a2", session_id="s1", trigger="session_end")
@@ -187,7 +183,7 @@ def test_twice_malformed_answers_fail_the_run_with_a_reason(chat):
     ],
 )
 def test_the_offline_extractor_reads_cue_phrases(text, expected):
-    message = say(text)
+    message = add_message(text)
     assert [(e.memory_type, e.content) for e in offline_extract([message])] == expected
 
 

@@ -147,6 +147,7 @@ def test_every_fts_table_keeps_its_triggers_after_all_migrations(sql):
     assert _triggers(sql) >= FTS_TRIGGERS
 
 
+@pytest.mark.slow
 def test_migrations_reverse_and_reapply_with_the_triggers_in_place(tmp_path):
     manage(tmp_path, "migrate", "--no-input")
     manage(tmp_path, "migrate", "memory", "0004", "--no-input")

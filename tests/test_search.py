@@ -10,11 +10,11 @@ import pytest
 from django.utils import timezone
 
 from memory import vectors
-from memory.messages import message_add
 from memory.models import MainMessage
 from memory.search import search
 from memory.validation import InvalidInput
 from subagents.runs import subagent_record
+from tests.factories import add_message
 
 pytestmark = pytest.mark.django_db
 
@@ -22,11 +22,6 @@ CHINESE_SET = json.loads(
     (Path(__file__).parent / "data" / "chinese_lexical.json").read_text("utf-8")
 )
 DATED_SET = json.loads((Path(__file__).parent / "data" / "dated_lexical.json").read_text("utf-8"))
-
-
-def add(content: str, **fields) -> MainMessage:
-    fields = {"agent_id": "a1", "session_id": "s1", "role": "user", **fields}
-    return message_add(content=content, **fields)
 
 
 # A fixed time: a message is embedded with its date and time ("[8 May 2023 13:56] user: ..."),
@@ -38,13 +33,15 @@ CORPUS_TIME = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 def corpus(fake_embedder):
     at = {"timestamp": CORPUS_TIME}
     rows = {
-        "tea": add("I drink green tea every morning", **at),
-        "coffee": add("coffee keeps me awake at night", role="assistant", session_id="s3", **at),
-        "hiking": add("we went hiking in the mountains", session_id="s2", **at),
-        "decision": add(
+        "tea": add_message("I drink green tea every morning", **at),
+        "coffee": add_message(
+            "coffee keeps me awake at night", role="assistant", session_id="s3", **at
+        ),
+        "hiking": add_message("we went hiking in the mountains", session_id="s2", **at),
+        "decision": add_message(
             "we decided to ship the release on friday", msg_type="decision", session_id="s4", **at
         ),
-        "other": add("green tea secrets of another agent", agent_id="a2", **at),
+        "other": add_message("green tea secrets of another agent", agent_id="a2", **at),
     }
     vectors.embed_pending()
     return rows
@@ -103,8 +100,8 @@ def test_filters_apply_in_every_mode(corpus, mode):
 def test_since_and_until_with_an_offset_find_the_same_rows_in_every_mode(fake_embedder, api_for):
     # 01:00 and 03:00 UTC; 10:00+08:00 is 02:00 UTC. Compared as text, the lexical filter saw
     # "2024-05-01 10:00:00+08:00" later than both (no rows since, both until).
-    early = add("tea at one", timestamp=datetime(2024, 5, 1, 1, 0, tzinfo=UTC))
-    late = add("tea at three", timestamp=datetime(2024, 5, 1, 3, 0, tzinfo=UTC))
+    early = add_message("tea at one", timestamp=datetime(2024, 5, 1, 1, 0, tzinfo=UTC))
+    late = add_message("tea at three", timestamp=datetime(2024, 5, 1, 3, 0, tzinfo=UTC))
     vectors.embed_pending()
     api = api_for("a1")
 
@@ -184,7 +181,7 @@ def test_the_endpoint_searches_only_the_keys_agent(corpus, api_for):
 
 
 def test_the_chinese_set_finds_every_expected_message_lexically():
-    rows = [add(text, session_id=f"s{i}") for i, text in enumerate(CHINESE_SET["messages"])]
+    rows = [add_message(text, session_id=f"s{i}") for i, text in enumerate(CHINESE_SET["messages"])]
     misses = []
     for case in CHINESE_SET["queries"]:
         found = ids(search(agent_id="a1", query=case["query"], mode="lexical", k=3))
@@ -199,7 +196,9 @@ def test_the_dated_set_finds_the_messages_of_the_days_it_names_lexically():
     misses = []
     for agent, part in DATED_SET["sets"].items():
         rows = [
-            add(text, agent_id=agent, session_id=f"s{i}", timestamp=datetime.fromisoformat(at))
+            add_message(
+                text, agent_id=agent, session_id=f"s{i}", timestamp=datetime.fromisoformat(at)
+            )
             for i, (at, text) in enumerate(part["messages"])
         ]
         for case in part["queries"]:
@@ -213,9 +212,9 @@ def test_the_dated_set_finds_the_messages_of_the_days_it_names_lexically():
 
 def test_a_weekday_of_last_week_finds_the_message_of_that_day():
     thursday = datetime(2023, 5, 11, 9, 0, tzinfo=UTC)
-    wednesday = add("我们讨论了预算", timestamp=datetime(2023, 5, 3, 15, 0, tzinfo=UTC))
-    add("我们讨论了预算", timestamp=datetime(2023, 5, 10, 15, 0, tzinfo=UTC))
-    add("我们讨论了预算", timestamp=datetime(2023, 4, 26, 15, 0, tzinfo=UTC))
+    wednesday = add_message("我们讨论了预算", timestamp=datetime(2023, 5, 3, 15, 0, tzinfo=UTC))
+    add_message("我们讨论了预算", timestamp=datetime(2023, 5, 10, 15, 0, tzinfo=UTC))
+    add_message("我们讨论了预算", timestamp=datetime(2023, 4, 26, 15, 0, tzinfo=UTC))
 
     result = search(agent_id="a1", query="上周三讨论了什么？", mode="lexical", now=thursday)
     assert ids(result)[0] == wednesday.pk
@@ -223,8 +222,10 @@ def test_a_weekday_of_last_week_finds_the_message_of_that_day():
 
 
 def test_relative_days_count_from_the_time_of_the_request(api_for):
-    yesterday = add("the plumber fixed the sink", timestamp=timezone.now() - timedelta(days=1))
-    add("the plumber fixed the sink", timestamp=timezone.now() - timedelta(days=3))
+    yesterday = add_message(
+        "the plumber fixed the sink", timestamp=timezone.now() - timedelta(days=1)
+    )
+    add_message("the plumber fixed the sink", timestamp=timezone.now() - timedelta(days=3))
     body = api_for("a1").get("/search", q="昨天的plumber", mode="lexical").json()
     assert body["hits"][0]["message"]["id"] == yesterday.pk
     assert body["hits"][0]["lexical_score"] > body["hits"][1]["lexical_score"]
@@ -258,11 +259,11 @@ def test_a_stored_question_leaves_the_other_hits_in_their_order(
     fake_embedder, question, evidence, others, mode
 ):
     for text in [evidence, *others]:
-        add(text, session_id="past")
+        add_message(text, session_id="past")
     vectors.embed_pending()
     before = [h.message.pk for h in search(agent_id="a1", query=question, mode=mode).hits]
 
-    stored = add(question, session_id="new")  # as an agent does before it asks
+    stored = add_message(question, session_id="new")  # as an agent does before it asks
     vectors.embed_pending()
     after = [h.message.pk for h in search(agent_id="a1", query=question, mode=mode).hits]
 
@@ -271,16 +272,16 @@ def test_a_stored_question_leaves_the_other_hits_in_their_order(
 
 
 def test_an_old_message_that_repeats_the_query_is_still_found():
-    old = add("where is the red kayak", timestamp=timezone.now() - timedelta(hours=1))
+    old = add_message("where is the red kayak", timestamp=timezone.now() - timedelta(hours=1))
     assert [h.message.pk for h in search(agent_id="a1", query="where is the red kayak").hits] == [
         old.pk
     ]
 
 
 def test_search_can_leave_out_a_session_or_messages(fake_embedder):
-    kept = add("the blue kayak", session_id="past")
-    current = add("the blue kayak is mine", session_id="now")
-    other = add("a blue kayak for sale", session_id="past")
+    kept = add_message("the blue kayak", session_id="past")
+    current = add_message("the blue kayak is mine", session_id="now")
+    other = add_message("a blue kayak for sale", session_id="past")
     vectors.embed_pending()
 
     by_session = search(agent_id="a1", query="blue kayak", exclude_session="now").hits
@@ -298,7 +299,7 @@ def test_a_chinese_query_with_an_english_only_model_is_answered_lexically(monkey
     english_only = FakeEmbedder(model=LOCAL_MODEL)
     monkeypatch.setattr(embeddings, "configured_embedder", lambda: english_only)
     vectors.query_vector.cache_clear()
-    add("我喜欢喝绿茶")
+    add_message("我喜欢喝绿茶")
     vectors.embed_pending()
 
     result = search(agent_id="a1", query="绿茶")

@@ -25,6 +25,7 @@ WIDTHS = (1280, 390)
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
 
 pytestmark = [
+    pytest.mark.slow,  # Playwright starts its driver and Chromium
     pytest.mark.django_db(transaction=True),
     # `make test` installs Chromium first (make browser); only a bare pytest run can lack it.
     pytest.mark.skipif(

@@ -15,6 +15,7 @@ from memory.models import LongTermMemory
 from tests.test_ui_browser import CHROMIUM, browser, shoot  # noqa: F401 (the fixture)
 
 pytestmark = [
+    pytest.mark.slow,  # Playwright starts its driver and Chromium
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(
         not CHROMIUM.exists(), reason="no /usr/bin/chromium: run `make browser` first"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import sqlite_vec
 
 from orca_memory.db.base import Driver, load_sqlite_vec
@@ -34,6 +35,7 @@ def run(home: Path, *args: str, without_sqlite_vec: bool) -> str:
     return result.stderr if args[0] == "migrate" else last_line(result)
 
 
+@pytest.mark.slow
 def test_it_runs_without_sqlite_vec_and_says_why(tmp_path):
     migrated = run(tmp_path, "migrate", "--no-input", without_sqlite_vec=True)
     reason = "Vector search is disabled: the sqlite-vec package cannot be imported"

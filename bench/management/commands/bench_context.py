@@ -25,10 +25,10 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import connections, transaction
 from tqdm import tqdm
 
+from bench.measure import median_and_range, percentile
+from bench.tempdb import use_temporary_database
 from memory.context import context_build
 from memory.embeddings import Signature
-from memory.management.tempdb import use_temporary_database
-from memory.measure import median_and_range, percentile
 from memory.models import LongTermMemory, MainMessage, MemoryType, ShortTermMemory
 from memory.tokens import estimate_tokens
 from memory.vectors import embed_pending, query_vector

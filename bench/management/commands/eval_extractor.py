@@ -14,7 +14,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from memory.evaluation import evaluate_extractor
+from bench.evaluation import evaluate_extractor
 
 
 class Command(BaseCommand):

@@ -28,7 +28,7 @@ import httpx
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from memory.measure import median_and_range, percentile
+from bench.measure import median_and_range, percentile
 
 
 def _free_port() -> int:

@@ -21,8 +21,8 @@ import numpy as np
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
+from bench.measure import median_and_range, percentile
 from memory import index, index_sqlite
-from memory.measure import median_and_range, percentile
 from orca_memory.db.base import Driver, load_sqlite_vec
 
 K = 10

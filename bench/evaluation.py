@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
+from bench.measure import percentile
 from memory.context import Context, context_build
 from memory.embeddings import Embedder, Signature
 from memory.extraction import extract_with_sources
-from memory.measure import percentile
 from memory.messages import message_add
 from memory.models import MainMessage, MemoryType, Role
 from memory.search import search

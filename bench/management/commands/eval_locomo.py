@@ -23,8 +23,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 from tqdm import tqdm
 
-from memory import embeddings, maintenance
-from memory.evaluation import (
+from bench.evaluation import (
     CachedEmbedder,
     ContextReport,
     Report,
@@ -33,8 +32,9 @@ from memory.evaluation import (
     load_conversations,
     replay_conversations,
 )
+from bench.tempdb import use_temporary_database
+from memory import embeddings, maintenance
 from memory.maintenance import request_consolidation
-from memory.management.tempdb import use_temporary_database
 from memory.search import FUSIONS, MODES
 from memory.vectors import embed_pending
 
