@@ -2,14 +2,16 @@
 
 Both return `Hit`s (a base-table id and a score, higher is better); callers load the rows
 through the ORM, still scoped to the agent. The interface is small on purpose (create, put,
-delete, KNN, lexical search); each engine's SQL is in its own module, chosen by the
-connection's vendor: `index_sqlite` (vec0, FTS5) and `index_postgres` (pgvector, tsvector).
+delete, KNN, lexical search) and checks its arguments here, once; each engine's SQL is in its
+own module, chosen by the connection's vendor: `index_sqlite` (vec0, FTS5) and
+`index_postgres` (pgvector, tsvector).
 What both index, and how a query reads, is `index_schema`. The few queries that are the same
 SQL on both engines (a message's neighbours) are here.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime
 from types import ModuleType
@@ -20,6 +22,7 @@ from django.db import connections
 from memory import index_postgres, index_sqlite
 from memory.index_schema import (
     CONTEXT_MESSAGES,
+    FILTER_OPERATORS,
     KNN_MAX_K,
     LEXICAL_TABLES,
     MEMORY_TEXT,
@@ -52,6 +55,13 @@ __all__ = [
     "VectorIndexStatus",
     "VectorTable",
 ]
+
+
+def _check_filters(table_name: str, columns: Collection[str], filters: Sequence[Filter]) -> None:
+    for column, op, _ in filters:
+        if column not in columns or op not in FILTER_OPERATORS:
+            raise ValueError(f"cannot filter {table_name} on {column} {op}")
+
 
 _ENGINES: dict[str, ModuleType] = {"sqlite": index_sqlite, "postgresql": index_postgres}
 
@@ -101,6 +111,12 @@ def vector_put(
     using: str = "default",
 ) -> None:
     """Insert or replace the vector of one row. Joins the caller's transaction."""
+    if set(metadata) != set(table.metadata):
+        raise ValueError(
+            f"{table.name} needs metadata {sorted(table.metadata)}, got {sorted(metadata)}"
+        )
+    if not all(math.isfinite(x) for x in embedding):
+        raise ValueError("embedding contains NaN or infinite values")
     _engine(using).vector_put(
         table,
         row_id=row_id,
@@ -126,6 +142,9 @@ def knn(
 ) -> list[Hit]:
     """The k nearest vectors of one agent, nearest first; score is the cosine similarity
     (higher is closer, as with lexical_search)."""
+    if not 1 <= k <= KNN_MAX_K:
+        raise ValueError(f"k must be between 1 and {KNN_MAX_K}")
+    _check_filters(table.name, table.metadata, filters)
     return _engine(using).knn(
         table, agent_id=agent_id, embedding=embedding, k=k, filters=filters, using=using
     )
@@ -152,6 +171,11 @@ def lexical_search(
     not take any of the k places; with `now`, the days the query names match the date of a
     dated table's rows (index_schema.query_terms).
     """
+    if session_id is not None and "session_id" not in table.scopes:
+        raise ValueError(f"{table.name} has no session scope")
+    if now is not None and not table.dated:
+        raise ValueError(f"{table.name} has no dates to match")
+    _check_filters(table.name, table.filterable, filters)
     return _engine(using).lexical_search(
         table,
         agent_id=agent_id,
