@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import secrets
 import stat
 import unicodedata
 from pathlib import Path
@@ -82,6 +83,26 @@ def open_private(path: Path, flags: int) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def shared_secret(path: Path) -> str:
+    """The secret kept in `path` (0600), made on first use; the same for every process.
+
+    Processes starting together on a fresh data folder (`make run`'s web server and worker,
+    two workers) race to make it: each writes a whole secret to a file of its own and links it
+    to the name, which only the first link gets; the others read that one.
+    """
+    if not path.exists():
+        draft = path.with_name(f"{path.name}.{os.getpid()}")
+        with os.fdopen(open_private(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "w") as f:
+            f.write(secrets.token_urlsafe(50))
+        try:
+            os.link(draft, path)
+        except FileExistsError:
+            pass
+        finally:
+            draft.unlink()
+    return path.read_text().strip()
 
 
 def _units(identifier: str) -> list[str]:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-import secrets
 import sys
 from datetime import timedelta
 from pathlib import Path
 
 from orca_memory.config import ConfigError, load_config, postgres_settings
-from orca_memory.files import PRIVATE_DIR_MODE, make_private, private_dir
+from orca_memory.files import PRIVATE_DIR_MODE, make_private, private_dir, shared_secret
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -31,12 +30,7 @@ def _secret_key() -> str:
     """ORCA_SECRET_KEY, else a key generated once and kept (mode 0600) in the data dir."""
     if key := os.environ.get("ORCA_SECRET_KEY"):
         return key
-    path = ORCA.data_dir / "secret_key"
-    if not path.exists():
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(secrets.token_urlsafe(50))
-    return path.read_text().strip()
+    return shared_secret(ORCA.data_dir / "secret_key")
 
 
 SECRET_KEY = _secret_key()

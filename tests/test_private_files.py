@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from orca_memory.files import id_file_name, make_private, private_dir
+from orca_memory.files import id_file_name, make_private, private_dir, shared_secret
 from tests import helpers
 from tests.helpers import last_line
 
@@ -124,3 +124,24 @@ def test_make_private_leaves_private_files_alone(tmp_path):
     assert not make_private(path)
     path.chmod(0o640)
     assert make_private(path) and mode(path) == 0o600
+
+
+def test_the_secret_key_is_made_once_and_private(tmp_path):
+    path = tmp_path / "secret_key"
+    key = shared_secret(path)
+    assert len(key) > 50
+    assert shared_secret(path) == key
+    assert mode(path) == 0o600
+    assert [p.name for p in tmp_path.iterdir()] == ["secret_key"]
+
+
+def test_a_secret_key_another_process_made_meanwhile_is_the_one_used(tmp_path, monkeypatch):
+    # `make run` starts the web server and the worker together on a fresh data folder: this
+    # process looked before the other one made the key, and must not fail or replace it.
+    path = tmp_path / "secret_key"
+    path.write_text("the other process's key\n")
+    exists = Path.exists
+    monkeypatch.setattr(Path, "exists", lambda self, **kw: self != path and exists(self, **kw))
+
+    assert shared_secret(path) == "the other process's key"
+    assert [p.name for p in tmp_path.iterdir()] == ["secret_key"]
