@@ -12,9 +12,11 @@ A the words of the text (English stemming that keeps stop words, as FTS5's porte
 after the date label for messages), C its CJK
 unigrams and bigrams (memory.text's scheme, computed in SQL by `orca_cjk_terms`), B and D the
 words and CJK terms of the two messages before it. A word matches A and B, a CJK bigram C and
-D, with the weights of the SQLite engine (context counts half). The score is BM25-like: each
-term's `ts_rank` times its inverse document frequency in the scope, since
-`ts_rank` alone would let a common word outrank a rare one.
+D, with the weights of the SQLite engine (context counts half). The score is BM25 as FTS5
+computes it, from each term's occurrences in a row (unnested from its tsvector), the row's
+number of distinct lexemes as its length, and the term's document frequency in the scope.
+`ts_rank` times an inverse document frequency (no saturation, no length normalisation) was
+0.023 below FTS5 in LoCoMo recall@10, this 0.010 (docs/EVALUATION.md).
 """
 
 from __future__ import annotations
@@ -35,8 +37,6 @@ from memory.index_schema import (
     query_terms,
 )
 
-# ts_rank's weights of D, C, B and A (see the module's docstring).
-RANK_WEIGHTS = "{0.5, 1.0, 0.5, 1.0}"
 # How far the HNSW search looks for each query: at least the k the context asks (100).
 EF_SEARCH = 100
 
@@ -186,22 +186,37 @@ def knn(
 
 # --- text ----------------------------------------------------------------------------------
 
-# Each term of the query as a tsquery: a word as its English lexemes (as the trigger indexed
-# the text: to_tsvector) on weights A and B; a CJK bigram as itself on C and D; a day as the
-# phrase of its label's words ("2 May 2023").
+# Each term of the query: the lexemes that stand for it in a row's tsvector, with the weights
+# they count at, and a tsquery that finds the rows holding it. A word is its English lexemes
+# (as the trigger indexed the text: to_tsvector) on weight A, and B as context; a CJK bigram
+# itself on C, and D as context; a day the phrase of its label's words ("2 May 2023"), which
+# counts once where it matches.
 _TERMS = """
 WITH term AS (
-    SELECT t.n, CASE t.kind
-        WHEN 'bigram' THEN (quote_literal(t.text) || ':CD')::tsquery
-        WHEN 'word' THEN (
-            SELECT string_agg(quote_literal(lexeme) || ':AB', ' | ')
-            FROM unnest(tsvector_to_array(to_tsvector('orca_english', t.text))) AS lexeme
+    SELECT t.n, t.kind, w.lexemes, CASE t.kind
+        WHEN 'day' THEN phraseto_tsquery('orca_english', t.text)
+        ELSE (
+            SELECT string_agg(quote_literal(lexeme) || w.weights, ' | ')
+            FROM unnest(w.lexemes) AS lexeme
         )::tsquery
-        ELSE phraseto_tsquery('orca_english', t.text)
     END AS q
-    FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS t(kind, text, n)
-), usable AS (SELECT n, q FROM term WHERE q IS NOT NULL AND numnode(q) > 0)
+    FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS t(kind, text, n), LATERAL (
+        SELECT CASE t.kind
+            WHEN 'word' THEN tsvector_to_array(to_tsvector('orca_english', t.text))
+            WHEN 'bigram' THEN ARRAY[t.text]
+        END AS lexemes, CASE t.kind WHEN 'word' THEN ':AB' ELSE ':CD' END AS weights
+    ) AS w
+), usable AS (SELECT n, kind, lexemes, q FROM term WHERE q IS NOT NULL AND numnode(q) > 0),
+term_lexeme AS (
+    SELECT n, lexeme, CASE kind WHEN 'word' THEN 'A' ELSE 'C' END AS text_weight,
+        CASE kind WHEN 'word' THEN 'B' ELSE 'D' END AS context_weight
+    FROM usable, unnest(lexemes) AS lexeme
+)
 """
+
+# BM25's parameters, FTS5's.
+BM25_K1 = 1.2
+BM25_B = 0.75
 
 
 def lexical_search(
@@ -240,17 +255,31 @@ def lexical_search(
         params.append(list(exclude))
     where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
     scoped = " AND ".join(scope)
+    # BM25 as FTS5 computes it: a term's occurrences in a row count 1 in the text and 0.5 in
+    # the context (FTS5's column weights), a row's length is its number of distinct lexemes
+    # (what a tsvector tells without being unpacked), against the mean of the matching rows,
+    # and a term's inverse document frequency is counted in scope, floored just above zero for
+    # terms in most rows.
     sql = (
         _TERMS
-        + f", matched AS (SELECT f.rowid, f.doc FROM {name} AS f WHERE {scoped} AND f.doc @@ "
-        "(SELECT string_agg('(' || q::text || ')', ' | ')::tsquery FROM usable)), "
-        f"hit AS (SELECT m.rowid, u.n, ts_rank('{RANK_WEIGHTS}', m.doc, u.q) AS rank "
-        "FROM matched AS m JOIN usable AS u ON m.doc @@ u.q), "
+        + f", matched AS MATERIALIZED (SELECT f.rowid, f.doc FROM {name} AS f WHERE {scoped} "
+        "AND f.doc @@ (SELECT string_agg('(' || q::text || ')', ' | ')::tsquery FROM usable)), "
+        "occurrence AS (SELECT m.rowid, t.n, CASE w WHEN t.text_weight THEN 1.0 "
+        "WHEN t.context_weight THEN 0.5 ELSE 0 END AS weight FROM matched AS m "
+        "CROSS JOIN LATERAL unnest(m.doc) AS x JOIN term_lexeme AS t ON t.lexeme = x.lexeme "
+        "CROSS JOIN LATERAL unnest(x.weights) AS w "
+        "UNION ALL SELECT m.rowid, u.n, 1.0 FROM matched AS m JOIN usable AS u "
+        "ON u.kind = 'day' AND m.doc @@ u.q), "
+        "hit AS (SELECT rowid, n, sum(weight) AS tf FROM occurrence GROUP BY rowid, n "
+        "HAVING sum(weight) > 0), "
         "df AS (SELECT n, count(*) AS df FROM hit GROUP BY n), "
+        "dl AS (SELECT rowid, length(doc) AS dl, avg(length(doc)) OVER () AS avgdl FROM matched), "
         f"total AS (SELECT count(*) AS n FROM {name} AS f WHERE {scoped}) "
-        "SELECT hit.rowid, sum(hit.rank * ln(1 + (total.n - df.df + 0.5) / (df.df + 0.5))) "
-        f"AS score FROM hit JOIN df USING (n) CROSS JOIN total {join} {where} "
-        "GROUP BY hit.rowid ORDER BY score DESC, hit.rowid LIMIT %s"
+        "SELECT hit.rowid, sum(greatest(ln((total.n - df.df + 0.5) / (df.df + 0.5)), 1e-6) "
+        f"* hit.tf * {BM25_K1 + 1} / (hit.tf + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * dl.dl "
+        f"/ dl.avgdl)))::float8 AS score FROM hit JOIN df USING (n) JOIN dl USING (rowid) "
+        f"CROSS JOIN total {join} {where} GROUP BY hit.rowid ORDER BY score DESC, hit.rowid "
+        "LIMIT %s"
     )
     kinds = [term.kind for term in terms]
     texts = [term.text for term in terms]

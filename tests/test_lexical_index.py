@@ -42,6 +42,19 @@ def test_it_finds_english_words_ranked_by_bm25():
     assert found("hikes") == [hiking.pk, once.pk]  # porter stemming
 
 
+def test_a_rare_word_outranks_a_common_one_and_a_short_text_a_long_one():
+    for n in range(8):
+        message(f"Caroline talked about the weather, day {n}.")
+    rare = message("Caroline mentioned pottery.")
+    short = message("Pottery class.")
+    long = message("Pottery, and then a very long story about buses, trains, ferries and bikes.")
+
+    # BM25 on both engines: "caroline" is in most rows and weighs next to nothing, "pottery"
+    # is rare; at the same count, the shorter text ranks first.
+    assert found("caroline pottery")[:3] == [short.pk, rare.pk, long.pk]
+    assert found("pottery") == [short.pk, rare.pk, long.pk]
+
+
 def test_a_reply_is_found_through_the_messages_before_it():
     question = message("Did you go to the support group yesterday?", session="s1")
     answer = message("Yes, it was so powerful.", session="s1")
