@@ -259,14 +259,18 @@ def lexical_search(
     # the context (FTS5's column weights), a row's length is its number of distinct lexemes
     # (what a tsvector tells without being unpacked), against the mean of the matching rows,
     # and a term's inverse document frequency is counted in scope, floored just above zero for
-    # terms in most rows.
+    # terms in most rows. Each matching row's tsvector is cut down to the query's lexemes
+    # before it is unnested (ts_delete of what ts_delete of them leaves): unnesting whole rows
+    # took twice as long on LoCoMo (docs/EVALUATION.md).
     sql = (
         _TERMS
         + f", matched AS MATERIALIZED (SELECT f.rowid, f.doc FROM {name} AS f WHERE {scoped} "
         "AND f.doc @@ (SELECT string_agg('(' || q::text || ')', ' | ')::tsquery FROM usable)), "
         "occurrence AS (SELECT m.rowid, t.n, CASE w WHEN t.text_weight THEN 1.0 "
         "WHEN t.context_weight THEN 0.5 ELSE 0 END AS weight FROM matched AS m "
-        "CROSS JOIN LATERAL unnest(m.doc) AS x JOIN term_lexeme AS t ON t.lexeme = x.lexeme "
+        "CROSS JOIN LATERAL unnest(ts_delete(m.doc, tsvector_to_array(ts_delete(m.doc, "
+        "(SELECT array_agg(lexeme) FROM term_lexeme))))) AS x "
+        "JOIN term_lexeme AS t ON t.lexeme = x.lexeme "
         "CROSS JOIN LATERAL unnest(x.weights) AS w "
         "UNION ALL SELECT m.rowid, u.n, 1.0 FROM matched AS m JOIN usable AS u "
         "ON u.kind = 'day' AND m.doc @@ u.q), "
