@@ -14,7 +14,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Page, Paginator
 from django.db.models import Count, Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
@@ -32,7 +32,7 @@ from memory.models import (
     ShortTermMemory,
 )
 from memory.validation import InvalidInput
-from orca_memory.pages import needs, render_page
+from orca_memory.pages import needs, object_or_404, render_page
 
 # The Django model permissions each page needs (the admin checks the same ones). A signed-in
 # user without them gets 403; the migration 0008 makes the groups "orca viewers" (every view_*
@@ -115,8 +115,10 @@ def health_notes(health: Health) -> list[str]:
 @needs(VIEW_SESSIONS)
 def dashboard(request: HttpRequest) -> HttpResponse:
     health = service_health()
+    # The memories in the list's "active" state, which each count links to.
     by_type = dict(
         LongTermMemory.objects.active()
+        .unexpired(timezone.now())
         .values_list("memory_type")
         .annotate(count=Count("id"))
         .order_by()
@@ -129,7 +131,9 @@ def dashboard(request: HttpRequest) -> HttpResponse:
             "messages": MainMessage.objects.count(),
             "summaries": ShortTermMemory.objects.count(),
         },
-        "memory_counts": [(label, by_type.get(value, 0)) for value, label in MemoryType.choices],
+        "memory_counts": [
+            (value, label, by_type.get(value, 0)) for value, label in MemoryType.choices
+        ],
         "recent_sessions": all_sessions()[:RECENT_SESSIONS],
     }
     return render(request, "memory/dashboard.html", context)
@@ -185,7 +189,7 @@ def _session_context(
 ) -> dict[str, Any]:
     page = _page(request, session_messages(agent_id, session_id), MESSAGES_PER_PAGE)
     if not page.paginator.count:
-        raise Http404("No such session")
+        raise Http404(f"Agent {agent_id} has no session {session_id}.")
     timeline = list(page)
     for message in timeline:
         message.run = _run_of(message)
@@ -237,7 +241,7 @@ def memories(request: HttpRequest) -> HttpResponse:
 
 
 def _memory_page(request: HttpRequest, memory_id: int, *, partial: str) -> HttpResponse:
-    memory = get_object_or_404(LongTermMemory, pk=memory_id)
+    memory = object_or_404(LongTermMemory, memory_id, "memory")
     history = None
     if request.user.has_perms(VIEW_HISTORY):
         history = LongTermMemoryHistory.objects.filter(memory_id=memory.pk).order_by("-at", "-id")
@@ -271,7 +275,7 @@ def _memory_changed(request: HttpRequest, memory: LongTermMemory) -> HttpRespons
 @needs(CHANGE_MEMORIES)
 @require_http_methods(["GET", "POST"])
 def memory_edit(request: HttpRequest, memory_id: int) -> HttpResponse:
-    memory = get_object_or_404(LongTermMemory, pk=memory_id)
+    memory = object_or_404(LongTermMemory, memory_id, "memory")
     form = MemoryForm(request.POST if request.method == "POST" else None, instance=memory)
     if form.is_valid():
         # Only what the curator changed, through the flow that keeps the history. It compares
@@ -293,7 +297,7 @@ def memory_edit(request: HttpRequest, memory_id: int) -> HttpResponse:
 @needs(CHANGE_MEMORIES)
 @require_POST
 def memory_expire_view(request: HttpRequest, memory_id: int) -> HttpResponse:
-    memory = get_object_or_404(LongTermMemory, pk=memory_id)
+    memory = object_or_404(LongTermMemory, memory_id, "memory")
     return _memory_changed(request, memory_expire(memory, actor=_actor(request)))
 
 
@@ -301,7 +305,7 @@ def memory_expire_view(request: HttpRequest, memory_id: int) -> HttpResponse:
 @needs(CHANGE_MEMORIES)
 @require_POST
 def memory_restore(request: HttpRequest, memory_id: int) -> HttpResponse:
-    memory = get_object_or_404(LongTermMemory, pk=memory_id)
+    memory = object_or_404(LongTermMemory, memory_id, "memory")
     return _memory_changed(request, memory_update(memory, actor=_actor(request), expires_at=None))
 
 
@@ -310,7 +314,7 @@ def memory_restore(request: HttpRequest, memory_id: int) -> HttpResponse:
 @require_POST
 def memory_unarchive_view(request: HttpRequest, memory_id: int) -> HttpResponse:
     """Bring an archived memory back into retrieval (it gets a new vector)."""
-    memory = get_object_or_404(LongTermMemory, pk=memory_id)
+    memory = object_or_404(LongTermMemory, memory_id, "memory")
     return _memory_changed(request, memory_unarchive(memory, actor=_actor(request)))
 
 
@@ -319,7 +323,7 @@ def memory_unarchive_view(request: HttpRequest, memory_id: int) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def memory_delete_view(request: HttpRequest, memory_id: int) -> HttpResponse:
     """GET asks for confirmation (htmx confirms in the browser and posts directly)."""
-    memory = get_object_or_404(LongTermMemory, pk=memory_id)
+    memory = object_or_404(LongTermMemory, memory_id, "memory")
     if request.method == "GET":
         return render(request, "memory/memory_delete.html", {"memory": memory})
     memory_delete(memory, actor=_actor(request))

@@ -1,5 +1,6 @@
 """Helpers every app's dashboard pages share: one view answers both a whole page and its htmx
-partial, and a page asks for the permissions it needs."""
+partial, a page asks for the permissions it needs, the navigation marks where a page is; and
+the site's error pages and favicon."""
 
 from __future__ import annotations
 
@@ -7,9 +8,23 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth.decorators import permission_required
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.db.models import Model
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseServerError
+from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
+from django.templatetags.static import static
 from django.utils.cache import patch_vary_headers
+from django.views.decorators.csrf import requires_csrf_token
+
+# The navigation's link for each section of the site, by the first segment of a page's URL
+# pattern (as urls.py spells it, never the visitor's path): a sub-agent run belongs to its
+# session. The link is the current page on the section's own page, its parent elsewhere.
+NAV_SECTIONS = {
+    "": "dashboard",
+    "sessions": "sessions",
+    "messages": "sessions",
+    "memories": "memories",
+}
 
 
 def render_page(
@@ -31,3 +46,48 @@ def needs(permissions: tuple[str, ...]) -> Callable[..., Any]:
     """403 for a signed-in user without every one of `permissions`; under @login_required,
     which sends anonymous visitors to sign in first."""
     return permission_required(permissions, raise_exception=True)
+
+
+def object_or_404[M: Model](model: type[M], pk: int, name: str) -> M:
+    """The row, or a 404 whose page (and the error htmx shows) says which `name` is gone."""
+    try:
+        return model._default_manager.get(pk=pk)
+    except model.DoesNotExist:
+        raise Http404(f"No {name} #{pk}: it was deleted, or never existed.") from None
+
+
+def navigation(request: HttpRequest) -> dict[str, str]:
+    """Template context (a context processor): `nav_section`, the nav link to mark, and
+    `nav_current`, its aria-current ("page" on the section's own page, else "true")."""
+    match = request.resolver_match
+    section = match and NAV_SECTIONS.get(match.route.split("/", 1)[0])
+    if not section:
+        return {}
+    return {"nav_section": section, "nav_current": "page" if match.url_name == section else "true"}
+
+
+@requires_csrf_token  # base.html puts the token in htmx's headers; a 404 can precede the check
+def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """404.html in the site's layout, with the reason a view gave (`Http404("No such
+    session")`); an address no URL pattern matches has none."""
+    message = exception.args[0] if exception.args else None
+    reason = message if isinstance(message, str) else ""
+    return render(request, "404.html", {"reason": reason}, status=404)
+
+
+@requires_csrf_token
+def server_error(request: HttpRequest) -> HttpResponse:
+    """500.html in the site's layout, with the visitor's navigation when it can still be read:
+    the database it comes from (the user, their permissions) may be what failed, and then the
+    page is rendered without the request, as Django's own handler does."""
+    try:
+        body = render_to_string("500.html", request=request)
+    except Exception:
+        body = render_to_string("500.html")
+    return HttpResponseServerError(body)
+
+
+def favicon(request: HttpRequest) -> HttpResponse:
+    """/favicon.ico, which browsers ask for where a page names no icon (the admin, the API
+    docs): the site's SVG icon."""
+    return redirect(static("favicon.svg"), permanent=True)

@@ -4,9 +4,18 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
 
+from orca_memory import pages
 from orca_memory.api import api, not_found
 
+admin.site.site_header = admin.site.site_title = "orca-memory admin"
+admin.site.index_title = "Messages, memories and accounts"
+
+# Error pages in the site's layout, with its navigation (templates/404.html, 500.html).
+handler404 = pages.page_not_found
+handler500 = pages.server_error
+
 urlpatterns = [
+    path("favicon.ico", pages.favicon),
     path("admin/", admin.site.urls),
     path("api/v1/", api.urls),
     re_path(r"^api/v1/", not_found),  # any other path under the API, newlines included

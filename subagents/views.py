@@ -6,11 +6,10 @@ from dataclasses import dataclass, field
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404
 
 from memory.models import MainMessage
 from memory.views import VIEW_SESSIONS
-from orca_memory.pages import needs, render_page
+from orca_memory.pages import needs, object_or_404, render_page
 from subagents.models import SubagentMessage
 from subagents.runs import run_metadata, run_results, subagent_transcript
 
@@ -60,6 +59,6 @@ def runs_of(parent: MainMessage, agent_name: str | None = None) -> list[Run]:
 @needs((*VIEW_SESSIONS, "subagents.view_subagentmessage"))
 def subagent_run(request: HttpRequest, parent_id: int) -> HttpResponse:
     """Every run for one main message (`?agent=` narrows to one); htmx gets the transcript."""
-    parent = get_object_or_404(MainMessage, pk=parent_id)
+    parent = object_or_404(MainMessage, parent_id, "message")
     context = {"parent": parent, "runs": runs_of(parent, request.GET.get("agent") or None)}
     return render_page(request, "subagents/run.html", context, partial="transcript")

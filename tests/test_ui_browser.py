@@ -1,6 +1,6 @@
 """The dashboard in a real browser: Debian's Chromium driven by Playwright against a live server.
 
-Screenshots of every page, at desktop and phone widths, land in test-results/.
+Screenshots of every page, at desktop (1440x900) and phone (390x844) sizes, land in test-results/.
 """
 
 from __future__ import annotations
@@ -18,13 +18,14 @@ from memory.models import LongTermMemory, LongTermMemoryHistory
 
 CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOTS = settings.BASE_DIR / "test-results"
-WIDTHS = (1280, 390)
+SIZES = ({"width": 1440, "height": 900}, {"width": 390, "height": 844})
 
 # Playwright's sync API runs an event loop in this thread; the ORM calls the tests make
 # between browser steps are still plain synchronous code.
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
 
-pytestmark = [
+# The marks of every browser test module (`pytestmark = BROWSER_TESTS`).
+BROWSER_TESTS = pytestmark = [
     pytest.mark.slow,  # Playwright starts its driver and Chromium
     pytest.mark.django_db(transaction=True),
     # `make test` installs Chromium first (make browser); only a bare pytest run can lack it.
@@ -58,7 +59,7 @@ def browser() -> Iterator[object]:
 @pytest.fixture
 def page(browser, live_server, admin_user):
     """A signed-in page of a fresh browser context."""
-    context = browser.new_context(viewport={"width": WIDTHS[0], "height": 900})
+    context = browser.new_context(viewport=SIZES[0])
     context.set_default_timeout(5000)
     page = context.new_page()
     page.goto(live_server.url + "/")
@@ -71,13 +72,13 @@ def page(browser, live_server, admin_user):
     context.close()
 
 
-def shoot(page, name: str) -> None:
-    """Full-page screenshots at each width, then back to the desktop width."""
+def shoot(page, name: str, *, full_page: bool = True) -> None:
+    """Screenshots (full-page unless told) at each size, then back to the desktop size."""
     SCREENSHOTS.mkdir(exist_ok=True)
-    for width in WIDTHS:
-        page.set_viewport_size({"width": width, "height": 900})
-        page.screenshot(path=SCREENSHOTS / f"{name}-{width}.png", full_page=True)
-    page.set_viewport_size({"width": WIDTHS[0], "height": 900})
+    for size in SIZES:
+        page.set_viewport_size(size)
+        page.screenshot(path=SCREENSHOTS / f"{name}-{size['width']}.png", full_page=full_page)
+    page.set_viewport_size(SIZES[0])
 
 
 def test_it_inspects_a_session(conversation, page, live_server):

@@ -7,20 +7,13 @@ from __future__ import annotations
 
 import importlib
 
-import pytest
 from django.apps import apps
 from django.contrib.auth.models import Group, User
 
 from memory.models import LongTermMemory
-from tests.test_ui_browser import CHROMIUM, browser, shoot  # noqa: F401 (the fixture)
+from tests.test_ui_browser import BROWSER_TESTS, SIZES, browser, shoot  # noqa: F401 (the fixture)
 
-pytestmark = [
-    pytest.mark.slow,  # Playwright starts its driver and Chromium
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(
-        not CHROMIUM.exists(), reason="no /usr/bin/chromium: run `make browser` first"
-    ),
-]
+pytestmark = BROWSER_TESTS
 
 
 def dashboard_group(name: str) -> Group:
@@ -32,7 +25,7 @@ def dashboard_group(name: str) -> Group:
 
 
 def new_page(browser, live_server):  # noqa: F811
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context = browser.new_context(viewport=SIZES[0])
     context.set_default_timeout(5000)
     page = context.new_page()
     page.goto(live_server.url + "/login/")

@@ -111,14 +111,15 @@ def test_the_dashboard_counts_and_explains_health(admin_client, conversation):
     LongTermMemory.objects.create(
         agent_id="agent-a", content="old", memory_type="fact", archived_at=timezone.now()
     )
+    memory_expire(conversation.deploy, actor="api")
     response = admin_client.get(reverse("dashboard"))
     assert response.status_code == 200
     body = response.content.decode()
     assert response.context["counts"] == {"sessions": 1, "messages": 3, "summaries": 1}
-    # Archived memories are out of retrieval, so out of the counts.
-    assert ("Fact", 0) in response.context["memory_counts"]
-    assert ("Preference", 1) in response.context["memory_counts"]
-    assert ("Decision", 1) in response.context["memory_counts"]
+    # What the memory list's "active" state shows: neither archived nor expired.
+    assert ("fact", "Fact", 0) in response.context["memory_counts"]
+    assert ("preference", "Preference", 1) in response.context["memory_counts"]
+    assert ("decision", "Decision", 0) in response.context["memory_counts"]
     assert "No embedding provider is configured" in body
     assert "waiting for a vector" in body
     assert session_url() in body
