@@ -12,7 +12,7 @@ SQL on both engines (a message's neighbours) are here.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from datetime import datetime
 from types import ModuleType
 from typing import Any, NamedTuple
@@ -36,6 +36,7 @@ from memory.index_schema import (
     Hit,
     LexicalTable,
     VectorIndexStatus,
+    VectorRow,
     VectorTable,
 )
 
@@ -53,6 +54,7 @@ __all__ = [
     "Hit",
     "LexicalTable",
     "VectorIndexStatus",
+    "VectorRow",
     "VectorTable",
 ]
 
@@ -111,20 +113,29 @@ def vector_put(
     using: str = "default",
 ) -> None:
     """Insert or replace the vector of one row. Joins the caller's transaction."""
-    if set(metadata) != set(table.metadata):
-        raise ValueError(
-            f"{table.name} needs metadata {sorted(table.metadata)}, got {sorted(metadata)}"
-        )
-    if not all(math.isfinite(x) for x in embedding):
-        raise ValueError("embedding contains NaN or infinite values")
-    _engine(using).vector_put(
-        table,
-        row_id=row_id,
-        agent_id=agent_id,
-        embedding=embedding,
-        metadata=metadata,
-        using=using,
-    )
+    vectors_put(table, [VectorRow(row_id, agent_id, metadata, embedding)], using=using)
+
+
+def vectors_put(table: VectorTable, rows: Sequence[VectorRow], *, using: str = "default") -> None:
+    """Insert or replace the vectors of several rows at once. Joins the caller's transaction."""
+    for row in rows:
+        if set(row.metadata) != set(table.metadata):
+            raise ValueError(
+                f"{table.name} needs metadata {sorted(table.metadata)}, got {sorted(row.metadata)}"
+            )
+        if not all(math.isfinite(x) for x in row.embedding):
+            raise ValueError("embedding contains NaN or infinite values")
+    _engine(using).vectors_put(table, rows, using=using)
+
+
+def vector_rows(
+    table: VectorTable, *, after: int = 0, batch_size: int = 500, using: str = "default"
+) -> Iterator[VectorRow]:
+    """Every vector of the table whose row id is above `after`, in id order (to copy a
+    store); read a batch at a time, each batch one query that starts where the last ended."""
+    while batch := _engine(using).vector_batch(table, after=after, limit=batch_size, using=using):
+        yield from batch
+        after = batch[-1].row_id
 
 
 def vector_delete(table: VectorTable, row_ids: Iterable[int], *, using: str = "default") -> None:

@@ -19,6 +19,7 @@ term's `ts_rank` times its inverse document frequency in the scope, since
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime
 from typing import Any
@@ -31,6 +32,7 @@ from memory.index_schema import (
     Hit,
     LexicalTable,
     VectorIndexStatus,
+    VectorRow,
     VectorTable,
     query_terms,
 )
@@ -128,26 +130,46 @@ def _as_vector(embedding: Sequence[float]) -> str:
     return "[" + ",".join(repr(float(x)) for x in embedding) + "]"
 
 
-def vector_put(
-    table: VectorTable,
-    *,
-    row_id: int,
-    agent_id: str,
-    embedding: Sequence[float],
-    metadata: dict[str, str | int],
-    using: str = "default",
-) -> None:
-    """Insert or replace the vector of one row. Joins the caller's transaction."""
-    columns = [table.key, "agent_id", *metadata, "embedding"]
-    values = [row_id, agent_id, *metadata.values(), _as_vector(embedding)]
+def vectors_put(table: VectorTable, rows: Sequence[VectorRow], *, using: str = "default") -> None:
+    """Insert or replace the vectors of these rows. Joins the caller's transaction."""
+    columns = [table.key, "agent_id", *table.metadata, "embedding"]
+    values = [
+        [row.row_id, row.agent_id, *(row.metadata[c] for c in table.metadata)]
+        + [_as_vector(row.embedding)]
+        for row in rows
+    ]
     updates = ", ".join(f"{_q(c)} = EXCLUDED.{_q(c)}" for c in columns[1:])
     with connections[using].cursor() as cursor:
-        cursor.execute(
+        cursor.executemany(
             f"INSERT INTO {_q(table.name)} ({', '.join(map(_q, columns))}) "
-            f"VALUES ({', '.join(['%s'] * (len(values) - 1))}, %s::vector) "
+            f"VALUES ({', '.join(['%s'] * (len(columns) - 1))}, %s::vector) "
             f"ON CONFLICT ({_q(table.key)}) DO UPDATE SET {updates}",
             values,
         )
+
+
+def vector_batch(
+    table: VectorTable, *, after: int, limit: int, using: str = "default"
+) -> list[VectorRow]:
+    """Up to `limit` vectors whose row id is above `after`, in id order."""
+    columns = [table.key, "agent_id", *table.metadata]
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            f"SELECT {', '.join(map(_q, columns))}, embedding::text FROM {_q(table.name)} "
+            f"WHERE {_q(table.key)} > %s ORDER BY {_q(table.key)} LIMIT %s",
+            [after, limit],
+        )
+        # pgvector stores float4 and writes each as the shortest text that reads back the
+        # same float4: through array("f") the values are exactly the stored ones.
+        return [
+            VectorRow(
+                row[0],
+                row[1],
+                dict(zip(table.metadata, row[2:-1], strict=True)),
+                array("f", map(float, row[-1][1:-1].split(","))).tolist(),
+            )
+            for row in cursor.fetchall()
+        ]
 
 
 def vector_delete(table: VectorTable, row_ids: Iterable[int], *, using: str = "default") -> None:
