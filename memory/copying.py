@@ -312,10 +312,17 @@ def _prepare_fresh(parts: Sequence[Part], source: str, target: str) -> None:
         for part in reversed(parts):
             if isinstance(part, ModelPart) and part.model._meta.label_lower in FRAMEWORK:
                 part.model._base_manager.using(target).all().delete()
-        state = VectorIndexState.objects.using(source).filter(pk=1).first()
-        if state and any(isinstance(part, VectorPart) for part in parts):
+        dimension = _vector_dimension(parts, source)
+        if dimension:
             index.drop_vector_tables(using=target)
-            index.create_vector_tables(dimension=state.dimension, using=target)
+            index.create_vector_tables(dimension=dimension, search_index=False, using=target)
+
+
+def _vector_dimension(parts: Sequence[Part], source: str) -> int | None:
+    """The dimension of the source's vector tables, when it has vectors to copy."""
+    state = VectorIndexState.objects.using(source).filter(pk=1).first()
+    vectors = any(isinstance(part, VectorPart) for part in parts)
+    return state.dimension if state and vectors else None
 
 
 def _resume_point(part: Part, source: str, target: str) -> Digest | None:
@@ -420,6 +427,8 @@ def database_copy(*, to: str, source: str = "default", progress: bool = False) -
             for part, there in zip(parts, resume, strict=True)
         ]
         _reindex_out_of_order(target)
+        if dimension := _vector_dimension(parts, source):
+            index.create_vector_tables(dimension=dimension, using=target)  # the search index
         _reset_sequences(parts, target)
         digests = _verify(parts, source, target)
     tables = [

@@ -85,8 +85,13 @@ def database_report(*, using: str = "default") -> dict[str, object]:
 # --- vectors -------------------------------------------------------------------------------
 
 
-def create_vector_tables(*, dimension: int, using: str = "default") -> None:
-    _engine(using).create_vector_tables(dimension=dimension, using=using)
+def create_vector_tables(
+    *, dimension: int, search_index: bool = True, using: str = "default"
+) -> None:
+    """The vector tables, if missing. `search_index=False` leaves out PostgreSQL's HNSW index
+    while a copy loads rows (built once at the end, it costs a fraction of per-row upkeep);
+    calling again with it adds the index. vec0 has no separate index."""
+    _engine(using).create_vector_tables(dimension=dimension, search_index=search_index, using=using)
 
 
 def drop_vector_tables(*, using: str = "default") -> None:

@@ -82,7 +82,9 @@ def vector_table_sql(table: VectorTable, dimension: int) -> str:
     )
 
 
-def create_vector_tables(*, dimension: int, using: str = "default") -> None:
+def create_vector_tables(
+    *, dimension: int, search_index: bool = True, using: str = "default"
+) -> None:
     with connections[using].cursor() as cursor:
         for table in VECTOR_TABLES:
             cursor.execute(vector_table_sql(table, dimension))
