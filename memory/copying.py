@@ -63,8 +63,8 @@ from memory.models import MainMessage, VectorIndexState
 from orca_memory.config import postgres_settings
 
 TARGET = "target"
-# Apps whose rows are not copied (see the module's docstring).
-NOT_COPIED = ("django_tasks_db", "sessions")
+# Apps whose rows are not copied (see the module's docstring): the queue, sign-in sessions.
+NOT_COPIED = (DBTaskResult._meta.app_label, "sessions")
 # Rows migrations write on every database: content types and permissions (post_migrate and
 # migration 0010), 0010's two dashboard groups and their permissions.
 FRAMEWORK = ("contenttypes.contenttype", "auth.permission", "auth.group", "auth.group_permissions")

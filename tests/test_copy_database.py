@@ -18,6 +18,7 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.core.management import call_command
 from django.db import connections
+from django_tasks_db.models import DBTaskResult
 
 from memory import copying, index, vectors
 from memory.auth import api_key_create
@@ -161,6 +162,9 @@ def test_it_copies_a_store_to_the_other_engine_and_back(store, fake_embedder, ot
         _assert_same_store(fake_embedder, there)
 
     assert back.copied == back.rows > 0
+    copied = {table.name for table in back.tables}
+    assert {"subagent_messages", "api_keys", "auth_user_groups", "vec_main_messages"} <= copied
+    assert not copied & {DBTaskResult._meta.db_table, "django_session"}
     with attached(target_settings(same_url), alias="back") as alias:
         # Same engine as the default: the lexical index itself is identical, context included.
         assert _fts_rows(alias) == expected_fts
