@@ -2,7 +2,7 @@
 
 Both return `Hit`s (a base-table id and a score, higher is better); callers load the rows
 through the ORM, still scoped to the agent. The interface is small on purpose (create, put,
-delete, KNN, lexical search) and checks its arguments here, once; each engine's SQL is in its
+delete, KNN, lexical search, and reading vectors in id order to copy a store) and checks its arguments here, once; each engine's SQL is in its
 own module, chosen by the connection's vendor: `index_sqlite` (vec0, FTS5) and
 `index_postgres` (pgvector, tsvector).
 What both index, and how a query reads, is `index_schema`. The few queries that are the same
@@ -137,10 +137,24 @@ def vector_rows(
     table: VectorTable, *, after: int = 0, batch_size: int = 500, using: str = "default"
 ) -> Iterator[VectorRow]:
     """Every vector of the table whose row id is above `after`, in id order (to copy a
-    store); read a batch at a time, each batch one query that starts where the last ended."""
-    while batch := _engine(using).vector_batch(table, after=after, limit=batch_size, using=using):
-        yield from batch
-        after = batch[-1].row_id
+    store); read a batch at a time, each batch one query that starts where the last ended.
+    The same SQL on both engines but for how the embedding is read."""
+    engine, quote = _engine(using), connections[using].ops.quote_name
+    columns = ", ".join(map(quote, [table.key, "agent_id", *table.metadata]))
+    sql = (
+        f"SELECT {columns}, {engine.EMBEDDING_READ} FROM {quote(table.name)} "
+        f"WHERE {quote(table.key)} > %s ORDER BY {quote(table.key)} LIMIT %s"
+    )
+    while True:
+        with connections[using].cursor() as cursor:
+            cursor.execute(sql, [after, batch_size])
+            batch = cursor.fetchall()
+        if not batch:
+            return
+        for row in batch:
+            metadata = dict(zip(table.metadata, row[2:-1], strict=True))
+            yield VectorRow(row[0], row[1], metadata, engine.embedding_from_db(row[-1]))
+        after = batch[-1][0]
 
 
 def vector_delete(table: VectorTable, row_ids: Iterable[int], *, using: str = "default") -> None:

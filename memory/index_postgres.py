@@ -155,28 +155,14 @@ def vectors_put(table: VectorTable, rows: Sequence[VectorRow], *, using: str = "
         )
 
 
-def vector_batch(
-    table: VectorTable, *, after: int, limit: int, using: str = "default"
-) -> list[VectorRow]:
-    """Up to `limit` vectors whose row id is above `after`, in id order."""
-    columns = [table.key, "agent_id", *table.metadata]
-    with connections[using].cursor() as cursor:
-        cursor.execute(
-            f"SELECT {', '.join(map(_q, columns))}, embedding::text FROM {_q(table.name)} "
-            f"WHERE {_q(table.key)} > %s ORDER BY {_q(table.key)} LIMIT %s",
-            [after, limit],
-        )
-        # pgvector stores float4 and writes each as the shortest text that reads back the
-        # same float4: through array("f") the values are exactly the stored ones.
-        return [
-            VectorRow(
-                row[0],
-                row[1],
-                dict(zip(table.metadata, row[2:-1], strict=True)),
-                array("f", map(float, row[-1][1:-1].split(","))).tolist(),
-            )
-            for row in cursor.fetchall()
-        ]
+# How vector_rows reads an embedding: as pgvector's text, '[0.1,0.2,...]'.
+EMBEDDING_READ = "embedding::text"
+
+
+def embedding_from_db(value: str) -> list[float]:
+    # pgvector stores float4 and writes each as the shortest text that reads back the same
+    # float4: through array("f") the values are exactly the stored ones.
+    return array("f", map(float, value[1:-1].split(","))).tolist()
 
 
 def vector_delete(table: VectorTable, row_ids: Iterable[int], *, using: str = "default") -> None:

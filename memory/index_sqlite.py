@@ -150,26 +150,12 @@ def vectors_put(table: VectorTable, rows: Sequence[VectorRow], *, using: str = "
         )
 
 
-def vector_batch(
-    table: VectorTable, *, after: int, limit: int, using: str = "default"
-) -> list[VectorRow]:
-    """Up to `limit` vectors whose row id is above `after`, in id order."""
-    columns = [table.key, "agent_id", *table.metadata, "embedding"]
-    with connections[using].cursor() as cursor:
-        cursor.execute(
-            f"SELECT {', '.join(map(_q, columns))} FROM {_q(table.name)} "
-            f"WHERE {_q(table.key)} > %s ORDER BY {_q(table.key)} LIMIT %s",
-            [after, limit],
-        )
-        return [
-            VectorRow(
-                row[0],
-                row[1],
-                dict(zip(table.metadata, row[2:-1], strict=True)),
-                array("f", row[-1]).tolist(),
-            )
-            for row in cursor.fetchall()
-        ]
+# How vector_rows reads an embedding: vec0 returns the float32 blob it stores.
+EMBEDDING_READ = "embedding"
+
+
+def embedding_from_db(value: bytes) -> list[float]:
+    return array("f", value).tolist()
 
 
 def vector_delete(table: VectorTable, row_ids: Iterable[int], *, using: str = "default") -> None:
