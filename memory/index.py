@@ -2,11 +2,11 @@
 
 Both return `Hit`s (a base-table id and a score, higher is better); callers load the rows
 through the ORM, still scoped to the agent. The interface is small on purpose (create, put,
-delete, KNN, lexical search, and reading vectors in id order to copy a store) and checks its arguments here, once; each engine's SQL is in its
-own module, chosen by the connection's vendor: `index_sqlite` (vec0, FTS5) and
-`index_postgres` (pgvector, tsvector).
+delete, KNN, lexical search, and reading vectors in id order to copy a store) and checks its
+arguments here, once; each engine's SQL is in its own module, chosen by the connection's
+vendor: `index_sqlite` (vec0, FTS5) and `index_postgres` (pgvector, tsvector).
 What both index, and how a query reads, is `index_schema`. The few queries that are the same
-SQL on both engines (a message's neighbours) are here.
+SQL on both engines (a message's neighbours, reading vectors) are here.
 """
 
 from __future__ import annotations
