@@ -2,17 +2,17 @@
 
 Both return `Hit`s (a base-table id and a score, higher is better); callers load the rows
 through the ORM, still scoped to the agent. The interface is small on purpose (create, put,
-delete, KNN, lexical search) and checks its arguments here, once; each engine's SQL is in its
-own module, chosen by the connection's vendor: `index_sqlite` (vec0, FTS5) and
-`index_postgres` (pgvector, tsvector).
+delete, KNN, lexical search, and reading vectors in id order to copy a store) and checks its
+arguments here, once; each engine's SQL is in its own module, chosen by the connection's
+vendor: `index_sqlite` (vec0, FTS5) and `index_postgres` (pgvector, tsvector).
 What both index, and how a query reads, is `index_schema`. The few queries that are the same
-SQL on both engines (a message's neighbours) are here.
+SQL on both engines (a message's neighbours, reading vectors) are here.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from datetime import datetime
 from types import ModuleType
 from typing import Any, NamedTuple
@@ -36,6 +36,7 @@ from memory.index_schema import (
     Hit,
     LexicalTable,
     VectorIndexStatus,
+    VectorRow,
     VectorTable,
 )
 
@@ -53,6 +54,7 @@ __all__ = [
     "Hit",
     "LexicalTable",
     "VectorIndexStatus",
+    "VectorRow",
     "VectorTable",
 ]
 
@@ -83,8 +85,13 @@ def database_report(*, using: str = "default") -> dict[str, object]:
 # --- vectors -------------------------------------------------------------------------------
 
 
-def create_vector_tables(*, dimension: int, using: str = "default") -> None:
-    _engine(using).create_vector_tables(dimension=dimension, using=using)
+def create_vector_tables(
+    *, dimension: int, search_index: bool = True, using: str = "default"
+) -> None:
+    """The vector tables, if missing. `search_index=False` leaves out PostgreSQL's HNSW index
+    while a copy loads rows (built once at the end, it costs a fraction of per-row upkeep);
+    calling again with it adds the index. vec0 has no separate index."""
+    _engine(using).create_vector_tables(dimension=dimension, search_index=search_index, using=using)
 
 
 def drop_vector_tables(*, using: str = "default") -> None:
@@ -111,20 +118,43 @@ def vector_put(
     using: str = "default",
 ) -> None:
     """Insert or replace the vector of one row. Joins the caller's transaction."""
-    if set(metadata) != set(table.metadata):
-        raise ValueError(
-            f"{table.name} needs metadata {sorted(table.metadata)}, got {sorted(metadata)}"
-        )
-    if not all(math.isfinite(x) for x in embedding):
-        raise ValueError("embedding contains NaN or infinite values")
-    _engine(using).vector_put(
-        table,
-        row_id=row_id,
-        agent_id=agent_id,
-        embedding=embedding,
-        metadata=metadata,
-        using=using,
+    vectors_put(table, [VectorRow(row_id, agent_id, metadata, embedding)], using=using)
+
+
+def vectors_put(table: VectorTable, rows: Sequence[VectorRow], *, using: str = "default") -> None:
+    """Insert or replace the vectors of several rows at once. Joins the caller's transaction."""
+    for row in rows:
+        if set(row.metadata) != set(table.metadata):
+            raise ValueError(
+                f"{table.name} needs metadata {sorted(table.metadata)}, got {sorted(row.metadata)}"
+            )
+        if not all(math.isfinite(x) for x in row.embedding):
+            raise ValueError("embedding contains NaN or infinite values")
+    _engine(using).vectors_put(table, rows, using=using)
+
+
+def vector_rows(
+    table: VectorTable, *, after: int = 0, batch_size: int = 500, using: str = "default"
+) -> Iterator[VectorRow]:
+    """Every vector of the table whose row id is above `after`, in id order (to copy a
+    store); read a batch at a time, each batch one query that starts where the last ended.
+    The same SQL on both engines but for how the embedding is read."""
+    engine, quote = _engine(using), connections[using].ops.quote_name
+    columns = ", ".join(map(quote, [table.key, "agent_id", *table.metadata]))
+    sql = (
+        f"SELECT {columns}, {engine.EMBEDDING_READ} FROM {quote(table.name)} "
+        f"WHERE {quote(table.key)} > %s ORDER BY {quote(table.key)} LIMIT %s"
     )
+    while True:
+        with connections[using].cursor() as cursor:
+            cursor.execute(sql, [after, batch_size])
+            batch = cursor.fetchall()
+        if not batch:
+            return
+        for row in batch:
+            metadata = dict(zip(table.metadata, row[2:-1], strict=True))
+            yield VectorRow(row[0], row[1], metadata, engine.embedding_from_db(row[-1]))
+        after = batch[-1][0]
 
 
 def vector_delete(table: VectorTable, row_ids: Iterable[int], *, using: str = "default") -> None:

@@ -21,6 +21,7 @@ number of distinct lexemes as its length, and the term's document frequency in t
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime
 from typing import Any
@@ -33,6 +34,7 @@ from memory.index_schema import (
     Hit,
     LexicalTable,
     VectorIndexStatus,
+    VectorRow,
     VectorTable,
     query_terms,
 )
@@ -61,25 +63,31 @@ def database_report(*, using: str = "default") -> dict[str, object]:
 # --- vectors -------------------------------------------------------------------------------
 
 
-def vector_table_sql(table: VectorTable, dimension: int) -> list[str]:
+def vector_table_sql(table: VectorTable, dimension: int, *, search_index: bool = True) -> list[str]:
     columns = "".join(
         f", {_q(column)} {'bigint' if kind == 'integer' else 'text'}"
         for column, kind in table.metadata.items()
     )
     name = _q(table.name)
-    return [
+    statements = [
         f"CREATE TABLE IF NOT EXISTS {name} ({_q(table.key)} bigint PRIMARY KEY, "
         f"agent_id text NOT NULL{columns}, embedding vector({int(dimension)}) NOT NULL)",
         f"CREATE INDEX IF NOT EXISTS {_q(table.name + '_agent')} ON {name} (agent_id)",
-        f"CREATE INDEX IF NOT EXISTS {_q(table.name + '_hnsw')} ON {name} "
-        "USING hnsw (embedding vector_cosine_ops)",
     ]
+    if search_index:
+        statements.append(
+            f"CREATE INDEX IF NOT EXISTS {_q(table.name + '_hnsw')} ON {name} "
+            "USING hnsw (embedding vector_cosine_ops)"
+        )
+    return statements
 
 
-def create_vector_tables(*, dimension: int, using: str = "default") -> None:
+def create_vector_tables(
+    *, dimension: int, search_index: bool = True, using: str = "default"
+) -> None:
     with connections[using].cursor() as cursor:
         for table in VECTOR_TABLES:
-            for statement in vector_table_sql(table, dimension):
+            for statement in vector_table_sql(table, dimension, search_index=search_index):
                 cursor.execute(statement)
 
 
@@ -125,29 +133,36 @@ def vector_index_status(*, using: str = "default") -> VectorIndexStatus:
 
 def _as_vector(embedding: Sequence[float]) -> str:
     """pgvector's text form: '[0.1,0.2,...]'."""
-    return "[" + ",".join(repr(float(x)) for x in embedding) + "]"
+    # str() of a list of floats writes each by repr, in C: the copy's hot path.
+    return str([float(x) for x in embedding]).replace(" ", "")
 
 
-def vector_put(
-    table: VectorTable,
-    *,
-    row_id: int,
-    agent_id: str,
-    embedding: Sequence[float],
-    metadata: dict[str, str | int],
-    using: str = "default",
-) -> None:
-    """Insert or replace the vector of one row. Joins the caller's transaction."""
-    columns = [table.key, "agent_id", *metadata, "embedding"]
-    values = [row_id, agent_id, *metadata.values(), _as_vector(embedding)]
+def vectors_put(table: VectorTable, rows: Sequence[VectorRow], *, using: str = "default") -> None:
+    """Insert or replace the vectors of these rows. Joins the caller's transaction."""
+    columns = [table.key, "agent_id", *table.metadata, "embedding"]
+    values = [
+        [row.row_id, row.agent_id, *(row.metadata[c] for c in table.metadata)]
+        + [_as_vector(row.embedding)]
+        for row in rows
+    ]
     updates = ", ".join(f"{_q(c)} = EXCLUDED.{_q(c)}" for c in columns[1:])
     with connections[using].cursor() as cursor:
-        cursor.execute(
+        cursor.executemany(
             f"INSERT INTO {_q(table.name)} ({', '.join(map(_q, columns))}) "
-            f"VALUES ({', '.join(['%s'] * (len(values) - 1))}, %s::vector) "
+            f"VALUES ({', '.join(['%s'] * (len(columns) - 1))}, %s::vector) "
             f"ON CONFLICT ({_q(table.key)}) DO UPDATE SET {updates}",
             values,
         )
+
+
+# How vector_rows reads an embedding: as pgvector's text, '[0.1,0.2,...]'.
+EMBEDDING_READ = "embedding::text"
+
+
+def embedding_from_db(value: str) -> list[float]:
+    # pgvector stores float4 and writes each as the shortest text that reads back the same
+    # float4: through array("f") the values are exactly the stored ones.
+    return array("f", map(float, value[1:-1].split(","))).tolist()
 
 
 def vector_delete(table: VectorTable, row_ids: Iterable[int], *, using: str = "default") -> None:

@@ -103,6 +103,15 @@ class Hit(NamedTuple):
     score: float
 
 
+class VectorRow(NamedTuple):
+    """One stored vector with its scope and metadata; the embedding as float32 values."""
+
+    row_id: int
+    agent_id: str
+    metadata: dict[str, str | int]
+    embedding: Sequence[float]
+
+
 class Filter(NamedTuple):
     column: str
     op: str

@@ -29,6 +29,7 @@ from memory.index_schema import (
     Hit,
     LexicalTable,
     VectorIndexStatus,
+    VectorRow,
     VectorTable,
     query_terms,
 )
@@ -81,7 +82,9 @@ def vector_table_sql(table: VectorTable, dimension: int) -> str:
     )
 
 
-def create_vector_tables(*, dimension: int, using: str = "default") -> None:
+def create_vector_tables(
+    *, dimension: int, search_index: bool = True, using: str = "default"
+) -> None:
     with connections[using].cursor() as cursor:
         for table in VECTOR_TABLES:
             cursor.execute(vector_table_sql(table, dimension))
@@ -127,26 +130,32 @@ def _as_float32(embedding: Sequence[float]) -> bytes:
     return array("f", embedding).tobytes()
 
 
-def vector_put(
-    table: VectorTable,
-    *,
-    row_id: int,
-    agent_id: str,
-    embedding: Sequence[float],
-    metadata: dict[str, str | int],
-    using: str = "default",
-) -> None:
-    """Insert or replace the vector of one row. Joins the caller's transaction."""
-    columns = [table.key, "agent_id", *metadata, "embedding"]
-    values = [row_id, agent_id, *metadata.values(), _as_float32(embedding)]
+def vectors_put(table: VectorTable, rows: Sequence[VectorRow], *, using: str = "default") -> None:
+    """Insert or replace the vectors of these rows. Joins the caller's transaction."""
+    columns = [table.key, "agent_id", *table.metadata, "embedding"]
+    values = [
+        [row.row_id, row.agent_id, *(row.metadata[c] for c in table.metadata)]
+        + [_as_float32(row.embedding)]
+        for row in rows
+    ]
     with connections[using].cursor() as cursor:
         # vec0 has no upsert, and a partition key cannot be updated: delete, then insert.
-        cursor.execute(f"DELETE FROM {_q(table.name)} WHERE {_q(table.key)} = %s", [row_id])
-        cursor.execute(
+        cursor.executemany(
+            f"DELETE FROM {_q(table.name)} WHERE {_q(table.key)} = %s", [[r.row_id] for r in rows]
+        )
+        cursor.executemany(
             f"INSERT INTO {_q(table.name)} ({', '.join(map(_q, columns))}) "
-            f"VALUES ({', '.join(['%s'] * len(values))})",
+            f"VALUES ({', '.join(['%s'] * len(columns))})",
             values,
         )
+
+
+# How vector_rows reads an embedding: vec0 returns the float32 blob it stores.
+EMBEDDING_READ = "embedding"
+
+
+def embedding_from_db(value: bytes) -> list[float]:
+    return array("f", value).tolist()
 
 
 def vector_delete(table: VectorTable, row_ids: Iterable[int], *, using: str = "default") -> None:

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import quote
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -40,3 +41,14 @@ def manage(
 def last_line(result: subprocess.CompletedProcess[str]) -> str:
     lines = result.stdout.strip().splitlines()
     return lines[-1] if lines else ""
+
+
+def database_url() -> str:
+    """The test database's URL on PostgreSQL, for processes and connections of their own."""
+    from django.db import connection
+
+    db = connection.settings_dict
+    return (
+        f"postgresql://{quote(db['USER'])}:{quote(db['PASSWORD'])}@/{quote(db['NAME'])}"
+        f"?host={quote(db['HOST'])}"
+    )

@@ -8,28 +8,18 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from urllib.parse import quote
 
 import pytest
 from django.db import connection
 from django_tasks_db.models import DBTaskResult
 
 from memory.models import MainMessage
-from tests.helpers import ROOT, service_env
+from tests.helpers import ROOT, database_url, service_env
 from tests.worker_tasks import record_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 TASKS = 30
-
-
-def database_url() -> str:
-    """The test database's URL, for processes of their own."""
-    db = connection.settings_dict
-    return (
-        f"postgresql://{quote(db['USER'])}:{quote(db['PASSWORD'])}@/{quote(db['NAME'])}"
-        f"?host={quote(db['HOST'])}"
-    )
 
 
 def test_two_workers_run_each_task_once(settings, tmp_path):

@@ -6,9 +6,11 @@ Screenshots land in test-results/ (roles_*.png).
 from __future__ import annotations
 
 import importlib
+from types import SimpleNamespace
 
 from django.apps import apps
 from django.contrib.auth.models import Group, User
+from django.db import connection
 
 from memory.models import LongTermMemory
 from tests.test_ui_browser import BROWSER_TESTS, SIZES, browser, shoot  # noqa: F401 (the fixture)
@@ -20,7 +22,8 @@ def dashboard_group(name: str) -> Group:
     """The group the migration made; a transactional test's flush empties the tables, so the
     migration's own function makes it again."""
     migration = importlib.import_module("memory.migrations.0010_dashboard_groups")
-    migration.create_groups(apps, None)
+    # It writes through the schema editor's connection: only that attribute is read.
+    migration.create_groups(apps, SimpleNamespace(connection=connection))
     return Group.objects.get(name=name)
 
 

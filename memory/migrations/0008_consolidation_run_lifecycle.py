@@ -33,7 +33,9 @@ WHERE "status" = 'done'
 
 
 def statuses_from_reasons(apps, schema_editor) -> None:
-    runs = apps.get_model("memory", "ConsolidationRun").objects
+    runs = apps.get_model("memory", "ConsolidationRun").objects.using(
+        schema_editor.connection.alias
+    )
     runs.update(requested_at=F("started_at"))
     runs.filter(reason="").update(status="done")
     runs.filter(reason=OLD_WINDOW_REASON).update(status="skipped")
@@ -41,7 +43,9 @@ def statuses_from_reasons(apps, schema_editor) -> None:
 
 
 def reasons_from_statuses(apps, schema_editor) -> None:
-    runs = apps.get_model("memory", "ConsolidationRun").objects
+    runs = apps.get_model("memory", "ConsolidationRun").objects.using(
+        schema_editor.connection.alias
+    )
     runs.filter(started_at__isnull=True).update(started_at=F("requested_at"))
     # The old schema reads an empty reason as "it ran".
     for status in ("queued", "deferred", "running", "failed", "skipped"):

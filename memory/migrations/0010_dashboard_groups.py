@@ -21,33 +21,44 @@ VIEWED = [
 CURATED = [("change", "Can change"), ("delete", "Can delete")]
 
 
-def _permission(apps, app_label, model, action, label, verbose_name):
-    content_type, _ = apps.get_model("contenttypes", "ContentType").objects.get_or_create(
-        app_label=app_label, model=model
+def _permission(apps, using, app_label, model, action, label, verbose_name):
+    content_type, _ = (
+        apps.get_model("contenttypes", "ContentType")
+        .objects.using(using)
+        .get_or_create(app_label=app_label, model=model)
     )
-    permission, _ = apps.get_model("auth", "Permission").objects.get_or_create(
-        content_type=content_type,
-        codename=f"{action}_{model}",
-        defaults={"name": f"{label} {verbose_name}"},
+    permission, _ = (
+        apps.get_model("auth", "Permission")
+        .objects.using(using)
+        .get_or_create(
+            content_type=content_type,
+            codename=f"{action}_{model}",
+            defaults={"name": f"{label} {verbose_name}"},
+        )
     )
     return permission
 
 
 def create_groups(apps, schema_editor):
-    Group = apps.get_model("auth", "Group")
-    views = [_permission(apps, app, model, "view", "Can view", name) for app, model, name in VIEWED]
+    using = schema_editor.connection.alias
+    groups = apps.get_model("auth", "Group").objects.using(using)
+    views = [
+        _permission(apps, using, app, model, "view", "Can view", name)
+        for app, model, name in VIEWED
+    ]
     curation = [
-        _permission(apps, "memory", "longtermmemory", action, label, "long term memory")
+        _permission(apps, using, "memory", "longtermmemory", action, label, "long term memory")
         for action, label in CURATED
     ]
-    viewers, _ = Group.objects.get_or_create(name=VIEWERS)
+    viewers, _ = groups.get_or_create(name=VIEWERS)
     viewers.permissions.add(*views)
-    curators, _ = Group.objects.get_or_create(name=CURATORS)
+    curators, _ = groups.get_or_create(name=CURATORS)
     curators.permissions.add(*views, *curation)
 
 
 def delete_groups(apps, schema_editor):
-    apps.get_model("auth", "Group").objects.filter(name__in=[VIEWERS, CURATORS]).delete()
+    groups = apps.get_model("auth", "Group").objects.using(schema_editor.connection.alias)
+    groups.filter(name__in=[VIEWERS, CURATORS]).delete()
 
 
 class Migration(migrations.Migration):
