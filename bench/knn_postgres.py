@@ -56,6 +56,7 @@ class DataSet:
     queries: np.ndarray
     agents: int
     distribution: str
+    storage: str | None = None  # the embedding column's, when not the layout's own
 
     def exact(self) -> list[set[int]]:
         """The true k nearest ids of the query agent for each query (numpy, cosine)."""
@@ -79,7 +80,8 @@ def bench(data: DataSet, runs: int, write: Callable[[str], None]) -> None:
         copy_rate = _fill(data)
         build = _timed(lambda: _execute(f"SET maintenance_work_mem = '{BUILD_MEMORY}'", _hnsw()))
         write(
-            f"\n{size:,} x {dimension} {data.distribution} vectors, {data.agents} agent(s) "
+            f"\n{size:,} x {dimension} {data.distribution} vectors, {data.agents} agent(s), "
+            f"storage {_storage()} "
             f"({size // data.agents:,} vectors for the queried agent): COPY {copy_rate:,.0f} "
             f"vectors/s, HNSW build {build:.1f} s; {_sizes()}"
         )
@@ -95,7 +97,7 @@ def bench(data: DataSet, runs: int, write: Callable[[str], None]) -> None:
 
 def _hnsw(where: str = "", name: str = HNSW) -> str:
     """The service's HNSW statement (vector_table_sql), optionally as a partial index."""
-    statement = index_postgres.vector_table_sql(TABLE, 1)[2]
+    statement = _layout(1)[1]
     statement = statement.replace(f'"{HNSW}"', f'"{name}"')
     return f"{statement} WHERE {where}" if where else statement
 
@@ -192,11 +194,19 @@ def _plan(query: np.ndarray) -> str:
     return "seq scan + sort"
 
 
+def _layout(dimension: int) -> tuple[list[str], str]:
+    """vector_table_sql's statements: those before the fill, and the HNSW index's."""
+    statements = index_postgres.vector_table_sql(TABLE, dimension)
+    (hnsw,) = [statement for statement in statements if "USING hnsw" in statement]
+    return [statement for statement in statements if statement != hnsw], hnsw
+
+
 def _fill(data: DataSet) -> float:
     """The table and its B-tree (the real layout), the vectors by COPY; returns vectors/s."""
     index.drop_vector_tables()
-    table, btree, _ = index_postgres.vector_table_sql(TABLE, data.vectors.shape[1])
-    _execute(table, btree)
+    _execute(*_layout(data.vectors.shape[1])[0])
+    if data.storage:
+        _execute(f"ALTER TABLE {TABLE.name} ALTER COLUMN embedding SET STORAGE {data.storage}")
     columns = ", ".join([TABLE.key, "agent_id", *TABLE.metadata, "embedding"])
     raw = connections["default"].connection
     start = time.perf_counter()
@@ -251,6 +261,19 @@ def _sizes() -> str:
         )
         table, hnsw = cursor.fetchone()
     return f"table with its indexes {table}, of which HNSW {hnsw}"
+
+
+def _storage() -> str:
+    """The embedding column's storage: EXTERNAL (pgvector's default) puts a vector of more
+    than ~500 dimensions out of line, in the TOAST table."""
+    with connections["default"].cursor() as cursor:
+        cursor.execute(
+            "SELECT attstorage FROM pg_attribute WHERE attrelid = %s::regclass "
+            "AND attname = 'embedding'",
+            [TABLE.name],
+        )
+        (code,) = cursor.fetchone()
+    return {"p": "PLAIN", "e": "EXTERNAL", "m": "MAIN", "x": "EXTENDED"}[code]
 
 
 def _execute(*statements: str) -> None:

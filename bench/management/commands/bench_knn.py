@@ -138,6 +138,11 @@ class Command(BaseCommand):
             default=list(DISTRIBUTIONS),
             help="PostgreSQL only: random unit vectors and/or a Gaussian mixture",
         )
+        parser.add_argument(
+            "--storage",
+            choices=["plain", "main", "external", "extended"],
+            help="PostgreSQL only: the embedding column's storage, instead of the layout's",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if connections["default"].vendor == "postgresql":
@@ -188,7 +193,9 @@ class Command(BaseCommand):
                 for size in options["sizes"] or [100_000]:
                     vectors, queries_ = make(rng, size, dimension), make(rng, queries, dimension)
                     for agents in options["agents"]:
-                        data = knn_postgres.DataSet(vectors, queries_, agents, distribution)
+                        data = knn_postgres.DataSet(
+                            vectors, queries_, agents, distribution, options["storage"]
+                        )
                         knn_postgres.bench(data, options["runs"], self.stdout.write)
 
     def _bench_size(self, vectors: np.ndarray, queries: np.ndarray, agents: int, runs: int) -> None:
