@@ -251,8 +251,10 @@ def lexical_search(
         "(SELECT string_agg('(' || q::text || ')', ' | ')::tsquery FROM usable)), "
         f"hit AS (SELECT m.rowid, u.n, ts_rank('{RANK_WEIGHTS}', m.doc, u.q) AS rank "
         "FROM matched AS m JOIN usable AS u ON m.doc @@ u.q), "
-        "df AS (SELECT n, count(*) AS df FROM hit GROUP BY n), "
-        f"total AS (SELECT count(*) AS n FROM {name} AS f WHERE {scoped}) "
+        # MATERIALIZED: inlined, the planner (estimating one hit) ran the count of the
+        # agent's rows once per hit: 15,397 times, 22 s (100k messages, 10 agents).
+        "df AS MATERIALIZED (SELECT n, count(*) AS df FROM hit GROUP BY n), "
+        f"total AS MATERIALIZED (SELECT count(*) AS n FROM {name} AS f WHERE {scoped}) "
         "SELECT hit.rowid, sum(hit.rank * ln(1 + (total.n - df.df + 0.5) / (df.df + 0.5))) "
         f"AS score FROM hit JOIN df USING (n) CROSS JOIN total {join} {where} "
         "GROUP BY hit.rowid ORDER BY score DESC, hit.rowid LIMIT %s"
