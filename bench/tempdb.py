@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import os
 from pathlib import Path
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from django.core.management import call_command
 from django.db import connections
@@ -20,18 +21,31 @@ def use_temporary_database(path: Path) -> None:
     connection = connections["default"]
     connection.close()
     if connection.vendor == "postgresql":
-        name = f"orca_{path.stem}_{os.getpid()}"
-        with connection._nodb_cursor() as cursor:
-            cursor.execute(f'CREATE DATABASE "{name}"')
-        atexit.register(_drop_database, name)
+        name = create_database(path.stem)
+        atexit.register(drop_database, name)
         connection.settings_dict["NAME"] = name
     else:
         connection.settings_dict["NAME"] = path
     call_command("migrate", verbosity=0, interactive=False)
 
 
-def _drop_database(name: str) -> None:
+def create_database(stem: str) -> str:
+    """A new, empty database on the configured PostgreSQL server; returns its name."""
+    name = f"orca_{stem}_{os.getpid()}"
+    with connections["default"]._nodb_cursor() as cursor:
+        cursor.execute(f'CREATE DATABASE "{name}"')
+    return name
+
+
+def drop_database(name: str) -> None:
     connection = connections["default"]
     connection.close()
     with connection._nodb_cursor() as cursor:
         cursor.execute(f'DROP DATABASE IF EXISTS "{name}"')
+
+
+def database_url(url: str, name: str) -> str:
+    """`url` (an ORCA_DATABASE_URL) naming the database `name` instead of its own."""
+    parts = urlsplit(url)
+    query = [(key, value) for key, value in parse_qsl(parts.query) if key != "dbname"]
+    return urlunsplit(parts._replace(path=f"/{quote(name)}", query=urlencode(query)))

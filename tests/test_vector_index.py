@@ -144,10 +144,23 @@ def test_it_creates_every_vector_table_with_the_configured_dimension(sql):
             assert f"FLOAT[{DIM}]" in ddl.upper()
             assert "agent_id TEXT PARTITION KEY" in ddl
         else:
-            (kind,) = sql(
-                "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
-                "WHERE attrelid = %s::regclass AND attname = 'embedding'",
-                [table.name],
-            )[0]
-            assert kind == f"vector({DIM})"
+            assert _postgres_embedding_column(sql, table.name) == (f"vector({DIM})", "m")
     assert index.vector_index_status().enabled
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's column storage")
+def test_postgres_keeps_vectors_in_their_rows_when_it_makes_the_tables_anew(sql):
+    # Storage MAIN, not pgvector's EXTERNAL (TOAST): docs/BENCHMARKS.md, PostgreSQL.
+    index.drop_vector_tables()
+    index.create_vector_tables(dimension=DIM)
+    for table in index.VECTOR_TABLES:
+        assert _postgres_embedding_column(sql, table.name) == (f"vector({DIM})", "m")
+
+
+def _postgres_embedding_column(sql, table: str) -> tuple[str, str]:
+    """The embedding column's type and storage ('m': MAIN, in the row)."""
+    return sql(
+        "SELECT format_type(atttypid, atttypmod), attstorage FROM pg_attribute "
+        "WHERE attrelid = %s::regclass AND attname = 'embedding'",
+        [table],
+    )[0]

@@ -5,7 +5,7 @@ long-term memories, all embedded, shared by 10 agents (sessions and memories dea
 turn), then by one. Each run asks for the context of one session with a new query, so the
 recall layer searches the agent's messages by text and by vector. The query's embedding is
 excluded, as a remote call would be: the benchmark's embedder returns random unit vectors at
-no cost.
+no cost. On PostgreSQL (ORCA_DATABASE_URL) the HNSW indexes are built after the fill.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Sequence
+from contextlib import nullcontext
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -25,13 +26,14 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import connections, transaction
 from tqdm import tqdm
 
+from bench import knn_postgres
 from bench.measure import median_and_range, percentile
 from bench.tempdb import use_temporary_database
 from memory.context import context_build
 from memory.embeddings import Signature
 from memory.models import LongTermMemory, MainMessage, MemoryType, ShortTermMemory
 from memory.tokens import estimate_tokens
-from memory.vectors import embed_pending, query_vector
+from memory.vectors import embed_pending, prepare_index, query_vector
 
 AGENT = "bench-agent"
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -183,7 +185,13 @@ class Command(BaseCommand):
             ),
             batch_size=1000,
         )
-        with tqdm(desc="embedding", unit="row", file=self.stderr._out) as bar:
+        prepare_index(embedder.signature)  # the vector tables, before their indexes go
+        postgres = connections["default"].vendor == "postgresql"
+        dimension = embedder.signature.dimension
+        with (
+            knn_postgres.hnsw_built_after(dimension) if postgres else nullcontext(),
+            tqdm(desc="embedding", unit="row", file=self.stderr._out) as bar,
+        ):
             embed_pending(embedder=embedder, batch_size=500, progress=bar.update)
 
     def _measure(

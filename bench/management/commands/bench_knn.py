@@ -20,8 +20,11 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
+from django.db import connections
 
+from bench import knn_postgres
 from bench.measure import median_and_range, percentile
+from bench.vectors import DISTRIBUTIONS, unit_vectors
 from memory import index, index_sqlite
 from orca_memory.db.base import Driver, load_sqlite_vec
 
@@ -94,11 +97,6 @@ def _layouts(dimension: int) -> list[Layout]:
     ]
 
 
-def _unit_vectors(rng: np.random.Generator, n: int, dimension: int) -> np.ndarray:
-    vectors = rng.standard_normal((n, dimension), dtype=np.float32)
-    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
-
-
 def _time(search: Callable[[np.ndarray], object], queries: np.ndarray) -> list[float]:
     timings = []
     for query in queries:
@@ -126,13 +124,33 @@ class Command(BaseCommand):
     help = "Measure vec0 KNN latency for orca's layout and the alternatives (temporary databases)."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
-        parser.add_argument("--dims", type=int, nargs="+", default=[1024, 384])
+        # Defaults depend on the engine: SQLite's scan is timed at two sizes and dimensions,
+        # PostgreSQL's HNSW index at the size of issue 17 with recall against exact.
+        parser.add_argument("--sizes", type=int, nargs="+", help="10,000 100,000 | 100,000")
+        parser.add_argument("--dims", type=int, nargs="+", help="1024 384 | 1024")
         parser.add_argument("--agents", type=int, nargs="+", default=[10, 1])
-        parser.add_argument("--queries", type=int, default=30, help="per run")
+        parser.add_argument("--queries", type=int, help="per run: 30 | 100")
         parser.add_argument("--runs", type=int, default=5, help="runs of the queries per row")
+        parser.add_argument(
+            "--distributions",
+            nargs="+",
+            choices=list(DISTRIBUTIONS),
+            default=list(DISTRIBUTIONS),
+            help="PostgreSQL only: random unit vectors and/or a Gaussian mixture",
+        )
+        parser.add_argument(
+            "--storage",
+            choices=["plain", "main", "external", "extended"],
+            help="PostgreSQL only: the embedding column's storage, instead of the layout's",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if connections["default"].vendor == "postgresql":
+            self._handle_postgres(options)
+            return
+        options = {"sizes": [10_000, 100_000], "dims": [1024, 384], "queries": 30} | {
+            name: value for name, value in options.items() if value is not None
+        }
         rng = np.random.default_rng(7)
         self.stdout.write(
             f"k={K}, {options['runs']} runs of {options['queries']} queries per row, "
@@ -145,9 +163,40 @@ class Command(BaseCommand):
         for agents in options["agents"]:
             for dimension in options["dims"]:
                 for size in options["sizes"]:
-                    vectors = _unit_vectors(rng, size, dimension)
-                    queries = _unit_vectors(rng, options["queries"], dimension)
+                    vectors = unit_vectors(rng, size, dimension)
+                    queries = unit_vectors(rng, options["queries"], dimension)
                     self._bench_size(vectors, queries, agents, options["runs"])
+
+    def _handle_postgres(self, options: dict[str, Any]) -> None:
+        with connections["default"].cursor() as cursor:
+            cursor.execute(
+                "SELECT current_setting('server_version'), "
+                "(SELECT default_version FROM pg_available_extensions WHERE name = 'vector')"
+            )
+            server, pgvector = cursor.fetchone()
+        queries = options["queries"] or 100
+        self.stdout.write(
+            f"PostgreSQL {server}, pgvector {pgvector}; k={K}, {options['runs']} runs of "
+            f"{queries} queries through memory.index.knn; p50: median of the runs (lowest-"
+            "highest run), p95: median of the runs' p95; recall@10 against exact (numpy), "
+            "mean and worst query"
+        )
+        self.stdout.write(
+            "| vectors | agents | distribution | scoping | plan | p50 ms | p95 ms | "
+            "recall@10 | worst |"
+        )
+        self.stdout.write("|---|---|---|---|---|---|---|---|---|")
+        rng = np.random.default_rng(7)
+        for distribution in options["distributions"]:
+            make = DISTRIBUTIONS[distribution]
+            for dimension in options["dims"] or [1024]:
+                for size in options["sizes"] or [100_000]:
+                    vectors, queries_ = make(rng, size, dimension), make(rng, queries, dimension)
+                    for agents in options["agents"]:
+                        data = knn_postgres.DataSet(
+                            vectors, queries_, agents, distribution, options["storage"]
+                        )
+                        knn_postgres.bench(data, options["runs"], self.stdout.write)
 
     def _bench_size(self, vectors: np.ndarray, queries: np.ndarray, agents: int, runs: int) -> None:
         size, dimension = vectors.shape

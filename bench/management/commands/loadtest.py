@@ -1,6 +1,7 @@
 """`make loadtest`: concurrent agents over HTTP against the production server and its worker.
 
-Starts gunicorn (as `make run` does) and the task worker on a temporary ORCA_HOME, then runs
+Starts gunicorn (as `make run` does) and the task worker(s) on a temporary ORCA_HOME (with
+ORCA_DATABASE_URL set, on a temporary database of that PostgreSQL server), then runs
 N clients, each its own agent, each storing M messages with a context request after every
 10th (or none: the ingest benchmark of `make bench`). Checks that every message is stored
 exactly once, that nothing answered 5xx and that no "database is locked" surfaced, and reports
@@ -19,7 +20,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,8 +29,10 @@ from typing import Any
 import httpx
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connections
 
 from bench.measure import median_and_range, percentile
+from bench.tempdb import create_database, database_url, drop_database
 
 
 def _free_port() -> int:
@@ -88,6 +92,7 @@ class Command(BaseCommand):
             help="a context request after every Nth message; 0 for none (ingest only)",
         )
         parser.add_argument("--workers", type=int, default=2, help="gunicorn workers")
+        parser.add_argument("--task-workers", type=int, default=1, help="db_worker processes")
         parser.add_argument("--runs", type=int, default=1, help="each on a new, empty home")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -96,7 +101,8 @@ class Command(BaseCommand):
         self.stdout.write(
             f"{options['clients']} clients x {options['messages']} messages"
             + (f" (+ a context request every {every} messages)" if every else " (ingest only)")
-            + f", gunicorn {options['workers']} workers + task worker"
+            + f", gunicorn {options['workers']} workers + {options['task_workers']} task "
+            f"worker(s) on {connections['default'].vendor}"
         )
         runs = []
         problems = []
@@ -113,10 +119,12 @@ class Command(BaseCommand):
             raise CommandError("the load test found lost, duplicated or failed requests")
 
     def _run(self, options: dict[str, Any]) -> Run:
-        with tempfile.TemporaryDirectory(prefix="orca-load-") as home:
+        with tempfile.TemporaryDirectory(prefix="orca-load-") as home, _database() as url:
             env = {**os.environ, "ORCA_HOME": home, "PYTHONUNBUFFERED": "1"}
             env.pop("ORCA_DB_PATH", None)
             env.pop("ORCA_DATA_DIR", None)
+            if url:
+                env["ORCA_DATABASE_URL"] = url
             self._manage(env, "migrate", "--no-input")
             keys = [
                 self._manage(env, "create_api_key", "--agent", f"load-{c}").strip().splitlines()[-1]
@@ -126,14 +134,15 @@ class Command(BaseCommand):
             log = Path(home) / "server.log"
             hung: list[str] = []
             with log.open("w") as out:
-                servers = self._start(env, port, options["workers"], out)
+                servers = self._start(env, port, options, out)
                 try:
                     self._wait_ready(port)
                     started = time.perf_counter()
                     latencies, failures = self._load(port, keys, options)
                     seconds = time.perf_counter() - started
                     health = httpx.get(f"http://127.0.0.1:{port}/api/v1/health").json()
-                    web, worker = (_rss_mib(process.pid) for process in servers)
+                    web, *workers = (_rss_mib(process.pid) for process in servers)
+                    worker = sum(workers)
                 finally:
                     for process in servers:
                         process.send_signal(signal.SIGTERM)
@@ -169,7 +178,10 @@ class Command(BaseCommand):
             raise CommandError(f"manage.py {args[0]} failed: {result.stderr[-2000:]}")
         return result.stdout
 
-    def _start(self, env: dict[str, str], port: int, workers: int, out: Any) -> list[Any]:
+    def _start(
+        self, env: dict[str, str], port: int, options: dict[str, Any], out: Any
+    ) -> list[Any]:
+        """gunicorn, then the task workers."""
         bin_dir = Path(sys.executable).parent
         web = subprocess.Popen(
             [
@@ -178,7 +190,7 @@ class Command(BaseCommand):
                 "--bind",
                 f"127.0.0.1:{port}",
                 "--workers",
-                str(workers),
+                str(options["workers"]),
                 # gunicorn's default control socket is one per user: stopping this server
                 # would delete the one of the user's own (orca_memory/gunicorn_conf.py).
                 "--no-control-socket",
@@ -188,14 +200,17 @@ class Command(BaseCommand):
             stdout=out,
             stderr=subprocess.STDOUT,
         )
-        worker = subprocess.Popen(
-            [sys.executable, "manage.py", "db_worker"],
-            cwd=settings.BASE_DIR,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-        return [web, worker]
+        workers = [
+            subprocess.Popen(
+                [sys.executable, "manage.py", "db_worker"],
+                cwd=settings.BASE_DIR,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+            for _ in range(options["task_workers"])
+        ]
+        return [web, *workers]
 
     def _wait_ready(self, port: int) -> None:
         deadline = time.monotonic() + 60
@@ -292,6 +307,20 @@ class Command(BaseCommand):
             f"  RSS server {figure(lambda r: r.rss[0], 0)} MiB; "
             f"worker {figure(lambda r: r.rss[1], 0)} MiB"
         )
+
+
+@contextmanager
+def _database() -> Iterator[str | None]:
+    """On PostgreSQL (ORCA_DATABASE_URL), the URL of a new database on that server, dropped
+    afterwards; on SQLite None: the run's database is a file in its temporary home."""
+    if connections["default"].vendor != "postgresql":
+        yield None
+        return
+    name = create_database("load")
+    try:
+        yield database_url(settings.ORCA.database_url, name)
+    finally:
+        drop_database(name)
 
 
 # Counts each agent's distinct message texts: a duplicate or a loss changes the count.
