@@ -7,6 +7,7 @@ import re
 from datetime import UTC, datetime
 
 import pytest
+from django.db import connection
 
 from memory import index, index_sqlite
 from memory.index import MEMORY_TEXT, MESSAGE_TEXT, SUMMARY_TEXT
@@ -53,6 +54,20 @@ def test_a_rare_word_outranks_a_common_one_and_a_short_text_a_long_one():
     # is rare; at the same count, the shorter text ranks first.
     assert found("caroline pottery")[:3] == [short.pk, rare.pk, long.pk]
     assert found("pottery") == [short.pk, rare.pk, long.pk]
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's text index")
+def test_postgres_indexes_the_text_with_its_agent():
+    # GIN over (agent_id, doc) in place of doc alone (migration 0015): a search finds one
+    # agent's rows in the index instead of reading every agent's from the table.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT tablename, indexdef FROM pg_indexes WHERE tablename LIKE 'fts\\_%%' "
+            "AND indexdef LIKE '%%USING gin%%' ORDER BY tablename"
+        )
+        gin = cursor.fetchall()
+    assert [table for table, _ in gin] == sorted(table.name for table in index.LEXICAL_TABLES)
+    assert all(definition.endswith("USING gin (agent_id, doc)") for _, definition in gin), gin
 
 
 def test_a_reply_is_found_through_the_messages_before_it():
