@@ -14,9 +14,9 @@ from memory import index, scheduling
 from memory.auth import api_key_create, api_key_revoke
 from memory.forms import MESSAGE_FIELDS, LongTermMemoryForm, MainMessageForm, ShortTermMemoryForm
 from memory.memories import (
+    memories_apply,
     memory_create,
     memory_delete,
-    memory_expire,
     memory_unarchive,
     memory_update,
 )
@@ -27,6 +27,7 @@ from memory.models import (
     LongTermMemory,
     LongTermMemoryHistory,
     MainMessage,
+    MemoryAction,
     ShortTermMemory,
 )
 from memory.tokens import estimate_tokens
@@ -260,21 +261,19 @@ class LongTermMemoryAdmin(admin.ModelAdmin):
         memory_delete(obj, actor=_actor(request))
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[LongTermMemory]) -> None:
-        for memory in queryset:
-            memory_delete(memory, actor=_actor(request))
+        memories_apply(memories=queryset, action=MemoryAction.DELETE, actor=_actor(request))
 
     @admin.action(description="Expire the selected memories now")
     def expire(self, request: HttpRequest, queryset: QuerySet[LongTermMemory]) -> None:
-        for memory in queryset:
-            memory_expire(memory, actor=_actor(request))
-        self.message_user(request, f"Expired {len(queryset)} memory(ies).")
+        actor = _actor(request)
+        changed = memories_apply(memories=queryset, action=MemoryAction.EXPIRE, actor=actor)
+        self.message_user(request, f"Expired {changed} memory(ies).")
 
-    @admin.action(description="Restore the selected memories (clear their expiry)")
+    @admin.action(description="Restore the selected expired memories")
     def restore(self, request: HttpRequest, queryset: QuerySet[LongTermMemory]) -> None:
-        expired = queryset.filter(expires_at__isnull=False)
-        for memory in expired:
-            memory_update(memory, actor=_actor(request), expires_at=None)
-        self.message_user(request, f"Restored {len(expired)} memory(ies).")
+        actor = _actor(request)
+        changed = memories_apply(memories=queryset, action=MemoryAction.RESTORE, actor=actor)
+        self.message_user(request, f"Restored {changed} memory(ies).")
 
     @admin.action(description="Bring the selected archived memories back into retrieval")
     def unarchive(self, request: HttpRequest, queryset: QuerySet[LongTermMemory]) -> None:

@@ -138,7 +138,11 @@ class MemoryHistoryOut(Schema):
     actor: str
     old_content: str | None
     new_content: str | None
-    changes: dict[str, Any] | None
+    changes: dict[str, Any] | None = Field(description="the fields this change set, new values")
+    old_values: dict[str, Any] | None = Field(
+        description="the same fields' values before (on a delete, every field); null on "
+        "changes recorded before the history kept them"
+    )
     at: datetime
 
 

@@ -12,10 +12,16 @@ from datetime import datetime
 from typing import Any
 
 from django import forms
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet
 
 from memory.messages import RUN_METADATA_KEY, message_check
-from memory.models import LongTermMemory, MainMessage, MemoryType, ShortTermMemory
+from memory.models import (
+    LongTermMemory,
+    MainMessage,
+    MemoryAction,
+    MemoryType,
+    ShortTermMemory,
+)
 from memory.validation import InvalidInput, check_content
 
 # --- the dashboard -------------------------------------------------------------------------
@@ -38,22 +44,49 @@ class MemoryFilterForm(forms.Form):
         "archived": "archived",
     }
 
+    # `?sort=` values (a leading "-" is descending, as in the admin) and their orders.
+    SORTS = {
+        "-created": ("newest first", (F("created_at").desc(), F("id").desc())),
+        "created": ("oldest first", (F("created_at").asc(), F("id").asc())),
+        "-confidence": ("most confident", (F("confidence").desc(), F("id").desc())),
+        "confidence": ("least confident", (F("confidence").asc(), F("id").asc())),
+        "-uses": ("most used", (F("access_count").desc(), F("id").desc())),
+        "uses": ("least used", (F("access_count").asc(), F("id").asc())),
+        "-last_used": (
+            "recently used",
+            (F("last_accessed").desc(nulls_last=True), F("id").desc()),
+        ),
+        "last_used": ("longest unused", (F("last_accessed").asc(nulls_first=True), F("id").asc())),
+    }
+    DEFAULT_SORT = "-created"
+
     q = forms.CharField(
         required=False, widget=forms.TextInput(attrs={"type": "search", "placeholder": "text"})
     )
     agent = forms.ChoiceField(required=False)
     memory_type = forms.ChoiceField(required=False, choices=[("", "any type"), *MemoryType.choices])
     state = forms.ChoiceField(required=False, choices=STATES.items())
+    sort = forms.ChoiceField(
+        required=False,
+        choices=[(value, label) for value, (label, _) in SORTS.items()],
+        error_messages={"invalid_choice": "Unknown sort “%(value)s”."},
+    )
 
     def __init__(self, data: dict[str, Any], *, agents: list[str]) -> None:
         super().__init__(data)
         self.fields["agent"].choices = [("", "all agents"), *((a, a) for a in agents)]
 
+    @property
+    def bad_sort(self) -> bool:
+        """An unknown `?sort=`: the page answers 400 rather than an order nobody asked for."""
+        return not self.is_valid() and "sort" in self.errors
+
     def memories(self, now: datetime) -> QuerySet[LongTermMemory]:
-        """The memories the valid filters select, newest first (invalid ones are ignored)."""
+        """The memories the valid filters select in the chosen order, newest first by default
+        (invalid filters are ignored)."""
         self.is_valid()
         choice = self.cleaned_data
-        memories = LongTermMemory.objects.all()
+        memories = LongTermMemory.objects.with_origin()
         if choice.get("agent"):
             memories = memories.filter(agent_id=choice["agent"])
         if choice.get("memory_type"):
@@ -67,7 +100,27 @@ class MemoryFilterForm(forms.Form):
             memories = memories.active().expired(now)
         elif state == "archived":
             memories = memories.filter(archived_at__isnull=False)
-        return memories.order_by("-created_at", "-id")
+        _, order = self.SORTS[choice.get("sort") or self.DEFAULT_SORT]
+        return memories.order_by(*order)
+
+
+class BulkMemoryForm(forms.Form):
+    """Memories ticked in the list and what to do with them; `confirmed` once the person has
+    seen the confirmation page. `next` is the list (with its filters) to go back to."""
+
+    ACTIONS = {
+        MemoryAction.EXPIRE: "Expire",
+        MemoryAction.RESTORE: "Restore",
+        MemoryAction.DELETE: "Delete",
+    }
+
+    memory = forms.ModelMultipleChoiceField(
+        queryset=LongTermMemory.objects.all(),
+        error_messages={"required": "Select at least one memory."},
+    )
+    action = forms.ChoiceField(choices=ACTIONS.items())
+    confirmed = forms.BooleanField(required=False)
+    next = forms.CharField(required=False)
 
 
 class MemoryForm(forms.ModelForm):

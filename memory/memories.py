@@ -6,7 +6,7 @@ after, so nothing a curator or a consolidation does is lost from view.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, overload
 
@@ -63,6 +63,7 @@ def _history(
     *,
     old_content: str | None = None,
     changes: dict[str, Any] | None = None,
+    old_values: dict[str, Any] | None = None,
 ) -> None:
     LongTermMemoryHistory.objects.create(
         memory_id=memory.pk,
@@ -72,6 +73,7 @@ def _history(
         old_content=old_content,
         new_content=None if action == MemoryAction.DELETE else memory.content,
         changes=changes,
+        old_values=old_values,
     )
 
 
@@ -114,6 +116,7 @@ def memory_update(
     if "content" in changed and by_a_person(actor) and not memory.curated:
         changed["curated"] = True
     old_content = memory.content
+    old_values = {k: _jsonable(getattr(memory, k)) for k in changed if k != "content"}
     with transaction.atomic():
         for name, value in changed.items():
             setattr(memory, name, value)
@@ -134,6 +137,7 @@ def memory_update(
                 **(note or {}),
             }
             or None,
+            old_values=old_values or None,
         )
     return memory
 
@@ -148,10 +152,103 @@ def memory_expire(
     return memory
 
 
+def memory_restore(
+    memory: LongTermMemory, *, actor: str, now: datetime | None = None
+) -> LongTermMemory:
+    """Make an expired memory active again; a memory not yet expired keeps its expiry."""
+    if memory.is_expired(now):
+        memory_update(memory, actor=actor, action=MemoryAction.RESTORE, expires_at=None)
+    return memory
+
+
 def memory_delete(memory: LongTermMemory, *, actor: str) -> None:
+    """Delete the memory and its vector; its history stays, with what it was."""
+    snapshot = {name: _jsonable(getattr(memory, name)) for name in sorted(EDITABLE_FIELDS)}
     with transaction.atomic():
-        _history(memory, MemoryAction.DELETE, actor, old_content=memory.content)
+        _history(
+            memory,
+            MemoryAction.DELETE,
+            actor,
+            old_content=memory.content,
+            old_values={k: v for k, v in snapshot.items() if k != "content"},
+        )
         delete_with_vectors(LongTermMemory.objects.filter(pk=memory.pk))
+
+
+# What a bulk action does to each memory it selects: a single action's flow.
+BULK_FLOWS = {
+    MemoryAction.EXPIRE: memory_expire,
+    MemoryAction.RESTORE: memory_restore,
+    MemoryAction.DELETE: memory_delete,
+}
+
+
+def memories_apply(*, memories: Iterable[LongTermMemory], action: str, actor: str) -> int:
+    """One of BULK_FLOWS on each memory, all or none; how many it changed (an expired memory
+    is not expired again, an active one has nothing to restore)."""
+    flow = BULK_FLOWS[action]
+    now = timezone.now()
+    changed = 0
+    with transaction.atomic():
+        for memory in memories:
+            if action == MemoryAction.EXPIRE and memory.is_expired(now):
+                continue
+            if action == MemoryAction.RESTORE and not memory.is_expired(now):
+                continue
+            flow(memory, actor=actor)
+            changed += 1
+    return changed
+
+
+# What a revert restores: a person's fields. The source count, the archive state and the
+# curated flag follow their own rules (consolidation, the cleanup, memory_update).
+REVERTIBLE_FIELDS = EDITABLE_FIELDS
+
+
+def _undo(state: dict[str, Any], change: LongTermMemoryHistory) -> bool:
+    """Take `change` back out of `state` (the fields after it); False when the row did not
+    record an old value it changed (rows written before 0014 kept only the new ones)."""
+    if change.action in (MemoryAction.CREATE, MemoryAction.DELETE):
+        return False
+    if change.old_content is not None:
+        state["content"] = change.old_content
+    old_values = change.old_values or {}
+    for name in (change.changes or {}).keys() & REVERTIBLE_FIELDS:
+        if name not in old_values:
+            return False
+        value = old_values[name]
+        state[name] = datetime.fromisoformat(value) if name == "expires_at" and value else value
+    return True
+
+
+def memory_versions(memory_id: int) -> list[LongTermMemoryHistory]:
+    """The memory's history, newest first, each row numbered (`version`: 1 is its creation)
+    and marked `revertible` when every later change can be taken back."""
+    rows = list(LongTermMemoryHistory.objects.filter(memory_id=memory_id).order_by("at", "id"))
+    undoable = True
+    for number, row in reversed(list(enumerate(rows, start=1))):
+        row.version = number
+        row.revertible = undoable and number < len(rows)
+        undoable = undoable and _undo({}, row)
+    return rows[::-1]
+
+
+def memory_revert(memory: LongTermMemory, *, version: int, actor: str) -> LongTermMemory:
+    """Back to the fields as they were after history row number `version`, itself a change
+    in the history ("reverted to version N"); a person's text makes the memory curated."""
+    rows = memory_versions(memory.pk)
+    if not 1 <= version < len(rows):
+        raise InvalidInput(f"memory #{memory.pk} has no earlier version {version}")
+    state = {name: getattr(memory, name) for name in REVERTIBLE_FIELDS}
+    for row in rows[: len(rows) - version]:
+        if not _undo(state, row):
+            raise InvalidInput(
+                f"version {version} cannot be restored: version {row.version} did not record "
+                "the values it replaced"
+            )
+    return memory_update(
+        memory, actor=actor, action=MemoryAction.REVERT, note={"reverted_to": version}, **state
+    )
 
 
 def memory_archive(

@@ -7,6 +7,7 @@ and the design's CHECK constraints are database constraints. Indexes that the de
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -189,6 +190,14 @@ class LongTermMemoryQuerySet(models.QuerySet["LongTermMemory"]):
     def unexpired(self, now: datetime) -> LongTermMemoryQuerySet:
         return self.filter(models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=now))
 
+    def with_origin(self) -> LongTermMemoryQuerySet:
+        """Each memory knows whether consolidation made it (`from_extraction`) without a
+        query of its own: one subquery on the history's index, for a page of any size."""
+        made = LongTermMemoryHistory.objects.filter(
+            memory_id=models.OuterRef("pk"), action=MemoryAction.CREATE, actor=CONSOLIDATION
+        )
+        return self.annotate(made_by_consolidation=models.Exists(made))
+
 
 class LongTermMemory(models.Model):
     agent_id = models.TextField(
@@ -239,6 +248,21 @@ class LongTermMemory(models.Model):
     def is_expired(self, now: datetime | None = None) -> bool:
         return self.expires_at is not None and self.expires_at <= (now or timezone.now())
 
+    @property
+    def from_extraction(self) -> bool:
+        """Consolidation made it (rather than a person through the API, dashboard or admin)."""
+        if "made_by_consolidation" not in self.__dict__:
+            self.made_by_consolidation = LongTermMemoryHistory.objects.filter(
+                memory_id=self.pk, action=MemoryAction.CREATE, actor=CONSOLIDATION
+            ).exists()
+        return self.made_by_consolidation
+
+    @property
+    def extractions(self) -> int:
+        """How many extractions found it: `source_count` starts at 1 for a memory a person
+        wrote too, which no extraction has seen until consolidation confirms it."""
+        return self.source_count if self.from_extraction else self.source_count - 1
+
 
 class MemoryAction(models.TextChoices):
     CREATE = "create"
@@ -247,6 +271,45 @@ class MemoryAction(models.TextChoices):
     EXPIRE = "expire"
     ARCHIVE = "archive"
     DELETE = "delete"
+    RESTORE = "restore"  # an expired memory made active again
+    REVERT = "revert"  # back to an earlier version (`changes["reverted_to"]`)
+
+
+CONSOLIDATION = "consolidation"  # the actor of what consolidation writes
+# The history's fields holding times (as ISO text: `changes` and `old_values` are JSON).
+TIME_FIELDS = frozenset({"expires_at", "archived_at"})
+# What a history row may hold besides the fields it changed.
+NOTE_KEYS = frozenset({"reverted_to", "proposed_content", "content_kept"})
+ACTION_LABELS = {
+    MemoryAction.CREATE: "created",
+    MemoryAction.UPDATE: "edited",
+    MemoryAction.MERGE: "confirmed by an extraction",
+    MemoryAction.EXPIRE: "expired",
+    MemoryAction.ARCHIVE: "archived",
+    MemoryAction.DELETE: "deleted",
+    MemoryAction.RESTORE: "restored",
+    MemoryAction.REVERT: "reverted",
+}
+
+
+@dataclass(frozen=True)
+class FieldChange:
+    """One field of a history row: its value before (when recorded) and after."""
+
+    name: str
+    old: Any
+    new: Any
+    old_known: bool
+
+    @property
+    def is_time(self) -> bool:
+        return self.name in TIME_FIELDS
+
+
+def _value(name: str, value: Any) -> Any:
+    if name in TIME_FIELDS and isinstance(value, str):
+        return datetime.fromisoformat(value)
+    return value
 
 
 class LongTermMemoryHistory(models.Model):
@@ -262,6 +325,9 @@ class LongTermMemoryHistory(models.Model):
     old_content = models.TextField(null=True, blank=True)
     new_content = models.TextField(null=True, blank=True)
     changes = models.JSONField(null=True, blank=True)
+    # The changed fields' values before (`changes` holds them after); on a delete, every
+    # editable field, so the page of a deleted memory can say what it was. Null before 0014.
+    old_values = models.JSONField(null=True, blank=True)
     at = models.DateTimeField(db_default=Now())
 
     class Meta:
@@ -277,6 +343,33 @@ class LongTermMemoryHistory(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} of memory {self.memory_id} by {self.actor}"
+
+    @property
+    def label(self) -> str:
+        if self.action == MemoryAction.REVERT and self.changes:
+            return f"reverted to version {self.changes.get('reverted_to')}"
+        if self.action == MemoryAction.UPDATE and self.changes == {"archived_at": None}:
+            return "unarchived"
+        return ACTION_LABELS.get(self.action, self.action)
+
+    @property
+    def field_changes(self) -> list[FieldChange]:
+        """The fields this change set, each with its old value when the row recorded it."""
+        if self.action == MemoryAction.DELETE:
+            return []  # old_values holds the whole memory, not changes
+        old_values = self.old_values or {}
+        return [
+            FieldChange(
+                name, _value(name, old_values.get(name)), _value(name, new), name in old_values
+            )
+            for name, new in (self.changes or {}).items()
+            if name not in NOTE_KEYS
+        ]
+
+    @property
+    def proposed_content(self) -> str | None:
+        """The text a merge proposed for a curated memory, which kept its own."""
+        return (self.changes or {}).get("proposed_content")
 
 
 class RunStatus(models.TextChoices):

@@ -11,22 +11,37 @@ from typing import Any
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Page, Paginator
 from django.db.models import Count, Q, QuerySet
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
+from django.template.defaultfilters import pluralize
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
 from memory.context import Context, context_build
-from memory.forms import ContextForm, MemoryFilterForm, MemoryForm
+from memory.forms import BulkMemoryForm, ContextForm, MemoryFilterForm, MemoryForm
 from memory.health import Health, service_health
-from memory.memories import memory_delete, memory_expire, memory_unarchive, memory_update
+from memory.memories import (
+    memories_apply,
+    memory_delete,
+    memory_expire,
+    memory_revert,
+    memory_unarchive,
+    memory_update,
+    memory_versions,
+)
+from memory.memories import memory_restore as memory_restore_flow
 from memory.messages import session_messages
 from memory.models import (
     LongTermMemory,
     LongTermMemoryHistory,
     MainMessage,
+    MemoryAction,
     MemoryType,
     Role,
     ShortTermMemory,
@@ -48,6 +63,8 @@ SESSIONS_PER_PAGE = 25
 MESSAGES_PER_PAGE = 100
 MEMORIES_PER_PAGE = 25
 RECENT_SESSIONS = 8
+# The event a deleted card's answer sends: the memory list reloads itself, counts included.
+MEMORIES_CHANGED = "memories-changed"
 LAYER_LABELS = {
     "working": "Working memory",
     "short_term": "Short-term memory",
@@ -232,19 +249,35 @@ def context_preview(request: HttpRequest, agent_id: str, session_id: str) -> Htt
 @login_required
 @needs(VIEW_MEMORIES)
 def memories(request: HttpRequest) -> HttpResponse:
+    """The list, filtered and sorted by its query string; an unknown sort is a 400 that says
+    so (the page shows the list in its default order under the error)."""
     form = MemoryFilterForm(request.GET, agents=_agents(LongTermMemory))
     context = {
         "filters": form,
         "page": _page(request, form.memories(timezone.now()), MEMORIES_PER_PAGE),
+        "bulk_actions": BulkMemoryForm.ACTIONS,
     }
-    return render_page(request, "memory/memories.html", context, partial="memory_list")
+    response = render_page(request, "memory/memories.html", context, partial="memory_list")
+    if form.bad_sort:
+        response.status_code = 400
+    return response
 
 
 def _memory_page(request: HttpRequest, memory_id: int, *, partial: str) -> HttpResponse:
-    memory = object_or_404(LongTermMemory, memory_id, "memory")
-    history = None
-    if request.user.has_perms(VIEW_HISTORY):
-        history = LongTermMemoryHistory.objects.filter(memory_id=memory.pk).order_by("-at", "-id")
+    """The memory and its history; a deleted memory's page says so, with the history kept."""
+    history = memory_versions(memory_id) if request.user.has_perms(VIEW_HISTORY) else None
+    try:
+        memory = LongTermMemory.objects.get(pk=memory_id)
+    except LongTermMemory.DoesNotExist:
+        deletion = LongTermMemoryHistory.objects.filter(
+            memory_id=memory_id, action=MemoryAction.DELETE
+        ).last()
+        if deletion is None:
+            raise Http404(f"No memory #{memory_id}: it was deleted, or never existed.") from None
+        context = {"memory_id": memory_id, "deletion": deletion, "history": history}
+        if partial == "history" and request.htmx:
+            return render(request, "memory/memory.html#history", context)
+        return render(request, "memory/memory_deleted.html", context)
     # On its own page the history sits under the card, which then needs no history toggle.
     context = {"memory": memory, "history": history, "on_page": not request.htmx}
     return render_page(request, "memory/memory.html", context, partial=partial)
@@ -306,7 +339,7 @@ def memory_expire_view(request: HttpRequest, memory_id: int) -> HttpResponse:
 @require_POST
 def memory_restore(request: HttpRequest, memory_id: int) -> HttpResponse:
     memory = object_or_404(LongTermMemory, memory_id, "memory")
-    return _memory_changed(request, memory_update(memory, actor=_actor(request), expires_at=None))
+    return _memory_changed(request, memory_restore_flow(memory, actor=_actor(request)))
 
 
 @login_required
@@ -328,6 +361,70 @@ def memory_delete_view(request: HttpRequest, memory_id: int) -> HttpResponse:
         return render(request, "memory/memory_delete.html", {"memory": memory})
     memory_delete(memory, actor=_actor(request))
     if request.htmx:
-        return HttpResponse("")  # the card's outerHTML swap removes it
+        if request.htmx.current_url_abs_path == reverse("memory", args=[memory_id]):
+            return HttpResponseClientRedirect(request.htmx.current_url_abs_path)  # now "deleted"
+        # The card's outerHTML swap removes it; the list reloads itself for its count.
+        return HttpResponse("", headers={"HX-Trigger": MEMORIES_CHANGED})
     messages.success(request, f"Memory #{memory_id} deleted; its history is kept.")
     return redirect("memories")
+
+
+@login_required
+@needs(CHANGE_MEMORIES)
+@require_POST
+def memory_revert_view(request: HttpRequest, memory_id: int) -> HttpResponse:
+    """Back to an earlier version (a plain form: the memory's page shows the result)."""
+    memory = object_or_404(LongTermMemory, memory_id, "memory")
+    try:
+        version = int(request.POST.get("version", ""))
+        before = memory.updated_at
+        memory_revert(memory, version=version, actor=_actor(request))
+    except (ValueError, InvalidInput) as exc:
+        reason = str(exc) if isinstance(exc, InvalidInput) else "version must be a number"
+        return HttpResponseBadRequest(f"Cannot revert memory #{memory_id}: {reason}.")
+    if memory.updated_at == before:
+        messages.info(request, f"Memory #{memory_id} already reads as version {version}.")
+    else:
+        messages.success(request, f"Memory #{memory_id} reverted to version {version}.")
+    return redirect("memory", memory_id)
+
+
+def _next(request: HttpRequest, url: str) -> str:
+    """`url` if it is a page of this site, else the memory list."""
+    if url and url_has_allowed_host_and_scheme(url, {request.get_host()}):
+        return url
+    return reverse("memories")
+
+
+@login_required
+@needs(VIEW_MEMORIES)
+@require_POST
+def memories_bulk(request: HttpRequest) -> HttpResponse:
+    """Expire, restore or delete the memories ticked in the list: first a confirmation page
+    (with or without JavaScript), then each memory through its single action's flow."""
+    # The single action's permissions, before anything else is looked at.
+    action = request.POST.get("action", "")
+    if not request.user.has_perms(DELETE_MEMORIES if action == "delete" else CHANGE_MEMORIES):
+        raise PermissionDenied(f"You may not {action or 'change'} memories.")
+    form = BulkMemoryForm(request.POST)
+    if not form.is_valid():
+        context = {"form": form, "back": _next(request, request.POST.get("next", ""))}
+        return render(request, "memory/memories_bulk.html", context, status=400)
+    selected = form.cleaned_data["memory"].order_by("-created_at", "-id")
+    back = _next(request, form.cleaned_data["next"])
+    if not form.cleaned_data["confirmed"]:
+        context = {
+            "form": form,
+            "action": action,
+            "label": BulkMemoryForm.ACTIONS[action],
+            "selected": selected,
+            "back": back,
+        }
+        return render(request, "memory/memories_bulk.html", context)
+    changed = memories_apply(memories=selected, action=action, actor=_actor(request))
+    done = {"expire": "expired", "restore": "restored", "delete": "deleted"}[action]
+    count = len(selected)
+    note = f" ({count - changed} needed nothing)" if changed < count else ""
+    kept = "; their history is kept" if action == "delete" else ""
+    messages.success(request, f"{changed} memor{pluralize(changed, 'y,ies')} {done}{note}{kept}.")
+    return redirect(back)

@@ -120,7 +120,7 @@ def test_admin_actions_expire_restore_reembed_and_delete(admin_client, conversat
     assert history(pk) == [
         ("create", "api"),
         ("expire", "admin:admin"),
-        ("update", "admin:admin"),
+        ("restore", "admin:admin"),
         ("delete", "admin:admin"),
     ]
 

@@ -231,6 +231,7 @@ def test_every_change_through_the_api_is_in_the_history(api):
         "likes green tea",
     )
     assert history[1]["changes"] == {"confidence": 0.9}
+    assert history[1]["old_values"] == {"confidence": 0.5}  # the value it replaced
     api.delete(f"/memories/{memory['id']}")
     deleted = LongTermMemoryHistory.objects.filter(memory_id=memory["id"], action="delete").get()
     assert deleted.old_content == "likes green tea"

@@ -63,6 +63,8 @@ def curation(c) -> list[tuple[str, str]]:
         ("post", reverse("memory_unarchive", args=[c.tea.pk])),
         ("get", reverse("memory_delete", args=[c.tea.pk])),
         ("post", reverse("memory_delete", args=[c.tea.pk])),
+        ("post", reverse("memory_revert", args=[c.tea.pk])),
+        ("post", reverse("memories_bulk")),
     ]
 
 
@@ -115,6 +117,8 @@ def test_a_viewer_sees_every_page_and_no_curation(conversation):
     for body in (listing, card):
         for name in ("memory_edit", "memory_expire", "memory_delete"):
             assert reverse(name, args=[conversation.tea.pk]) not in body, name
+    assert reverse("memory_revert", args=[conversation.tea.pk]) not in card
+    assert 'form="bulk"' not in listing and reverse("memories_bulk") not in listing
     assert "History" in card and "create" in card  # the history is part of viewing
     preview = client.post(
         reverse("context_preview", args=["agent-a", "s-1"]), {"query": "tea", "model_window": 8192}

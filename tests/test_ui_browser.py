@@ -144,18 +144,18 @@ def test_it_curates_a_memory(conversation, page, live_server):
     assert LongTermMemory.objects.get(pk=conversation.tea.pk).expires_at is None
 
     card.locator("details.history > summary").click()
-    expect(card.locator(".history-list")).to_contain_text("expire by ui:admin")
+    expect(card.locator(".history-list")).to_contain_text("expired by ui:admin")
     shoot(page, "memories_history")
     actions = LongTermMemoryHistory.objects.filter(memory_id=conversation.tea.pk).order_by("id")
     assert [(h.action, h.actor) for h in actions] == [
         ("create", "api"),
         ("update", "ui:admin"),
         ("expire", "ui:admin"),
-        ("update", "ui:admin"),
+        ("restore", "ui:admin"),
     ]
 
     page.goto(f"{live_server.url}/memories/{conversation.tea.pk}/")
-    expect(page.locator(".history-list li")).to_have_count(4)
+    expect(page.locator(".history-list > li")).to_have_count(4)
     shoot(page, "memory")
 
     page.goto(f"{live_server.url}/memories/")

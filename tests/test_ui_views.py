@@ -269,10 +269,10 @@ def test_memories_filter_by_agent_type_state_and_text(admin_client, conversation
 def test_the_memory_page_shows_its_history(admin_client, conversation):
     memory_expire(conversation.tea, actor="admin:root")
     body = admin_client.get(reverse("memory", args=[conversation.tea.pk])).content.decode()
-    assert "<strong>expire</strong> by admin:root" in body
-    assert "<strong>create</strong> by api" in body
+    assert "<strong>expired</strong> by admin:root" in body
+    assert "<strong>created</strong> by api" in body
     fragment = admin_client.get(reverse("memory_history", args=[conversation.tea.pk]), headers=HTMX)
-    assert "expire</strong> by admin:root" in fragment.content.decode()
+    assert "expired</strong> by admin:root" in fragment.content.decode()
 
 
 def test_it_edits_a_memory_inline(admin_client, conversation):
@@ -303,6 +303,7 @@ def test_it_edits_a_memory_inline(admin_client, conversation):
         "The user prefers oolong tea.",
     )
     assert change.changes == {"confidence": 0.9}
+    assert change.old_values == {"confidence": 0.7}
 
 
 def test_an_edit_leaves_untouched_fields_alone(admin_client, conversation):
@@ -349,9 +350,14 @@ def test_it_expires_and_restores_a_memory(admin_client, conversation):
     assert [(h.action, h.actor) for h in history] == [
         ("create", "api"),
         ("expire", "ui:admin"),
-        ("update", "ui:admin"),
+        ("restore", "ui:admin"),
     ]
-    assert history.last().changes == {"expires_at": None}
+    restore = history.last()
+    assert restore.changes == {"expires_at": None}
+    assert restore.old_values == {"expires_at": history[1].changes["expires_at"]}
+    body = admin_client.get(reverse("memory", args=[pk])).content.decode()
+    assert "<strong>restored</strong> by ui:admin" in body
+    assert "<strong>edited</strong>" not in body
 
 
 def test_it_deletes_a_memory_after_confirmation(admin_client, conversation):
@@ -362,6 +368,7 @@ def test_it_deletes_a_memory_after_confirmation(admin_client, conversation):
 
     response = admin_client.post(url, headers=HTMX)
     assert (response.status_code, response.content) == (200, b"")
+    assert response["HX-Trigger"] == "memories-changed"  # the list reloads: its count too
     assert not LongTermMemory.objects.filter(pk=conversation.tea.pk).exists()
     change = LongTermMemoryHistory.objects.filter(memory_id=conversation.tea.pk).latest("id")
     assert (change.action, change.actor, change.old_content) == (
