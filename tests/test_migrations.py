@@ -51,7 +51,7 @@ def _migrate(target: str) -> None:
 @pytest.fixture(autouse=True)
 def _back_to_the_latest_migration():
     """A test that migrates back leaves the database as the code expects it for the next:
-    later migrations change tables (0014 adds a history column)."""
+    later migrations change tables (0016 adds a history column)."""
     yield
     executor = MigrationExecutor(connection)
     executor.migrate(executor.loader.graph.leaf_nodes())

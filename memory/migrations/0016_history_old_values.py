@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("memory", "0013_postgres_indexes"),
+        ("memory", "0015_postgres_agent_text_index"),
     ]
 
     operations = [
