@@ -19,8 +19,10 @@ def sql():
 
 
 @pytest.fixture(autouse=True)
-def _fresh_vector_tables_after_transactional_tests(request):
-    """Django flushes model tables after a transactional test; vec0 tables need it too."""
+def _fresh_index_tables_after_transactional_tests(request):
+    """Django flushes model tables after a transactional test; the index tables need it too.
+    On PostgreSQL the flush is a TRUNCATE, which fires no trigger: the text index is emptied
+    here, or a later test's search would find the flushed rows' ids."""
     yield
     marker = request.node.get_closest_marker("django_db")
     if marker and marker.kwargs.get("transaction"):
@@ -30,6 +32,9 @@ def _fresh_vector_tables_after_transactional_tests(request):
 
         index.drop_vector_tables()
         index.create_vector_tables(dimension=settings.ORCA.embedding_dim)
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute(f"TRUNCATE {', '.join(t.name for t in index.LEXICAL_TABLES)}")
 
 
 class ApiClient:

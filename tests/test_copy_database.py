@@ -146,12 +146,7 @@ def _fts_rows(using: str) -> list[tuple]:
     connection = connections[using]
     doc = "doc::text" if connection.vendor == "postgresql" else "body, cjk, ctx"
     with connection.cursor() as cursor:
-        # Only the rows of messages: on PostgreSQL a transactional test's flush (TRUNCATE,
-        # which fires no trigger) leaves the rows of earlier tests' messages behind.
-        cursor.execute(
-            f"SELECT rowid, {doc} FROM fts_main_messages "
-            "WHERE rowid IN (SELECT id FROM main_messages) ORDER BY rowid"
-        )
+        cursor.execute(f"SELECT rowid, {doc} FROM fts_main_messages ORDER BY rowid")
         return cursor.fetchall()
 
 
