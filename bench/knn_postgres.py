@@ -34,10 +34,18 @@ HNSW = f"{TABLE.name}_hnsw"
 BTREE = f"{TABLE.name}_agent"
 QUERY_AGENT = "agent-0"
 EF_SEARCHES = (40, 100, 200)
-# pgvector builds the graph in memory when it fits; the default 64 MB makes a 100k x 1024
-# build spill and take several times longer (pgvector's README). A server would set it for
-# the session of a REINDEX the same way.
-BUILD_MEMORY = "2GB"
+
+
+def build_memory(vectors: int, dimension: int) -> str:
+    """`maintenance_work_mem` for an HNSW build of that many vectors.
+
+    pgvector builds the graph in memory when it fits; the default 64 MB makes a 100k x 1024
+    build spill and take several times longer (pgvector's README). The built index took
+    781 MB per 100k x 1024 vectors here (~2 bytes a dimension a vector, m 16): twice that,
+    at least 2 GB. A server would set it for the session of a REINDEX the same way.
+    """
+    gigabytes = max(2, -(-4 * vectors * dimension // 2**30))
+    return f"{gigabytes}GB"
 
 
 @dataclass
@@ -78,15 +86,18 @@ def bench(data: DataSet, runs: int, write: Callable[[str], None]) -> None:
     size, dimension = data.vectors.shape
     with tempfile.TemporaryDirectory(prefix="orca-bench-") as folder:
         use_temporary_database(Path(folder) / f"knn_{data.distribution}_{data.agents}")
+        # Before the build, whose memory then is the server's: 1M x 1024 vectors are 4 GB here.
+        exact = data.exact()
         copy_rate = _fill(data)
-        build = _timed(lambda: _execute(f"SET maintenance_work_mem = '{BUILD_MEMORY}'", _hnsw()))
+        memory = build_memory(size, dimension)
+        build = _timed(lambda: _execute(f"SET maintenance_work_mem = '{memory}'", _hnsw()))
         write(
             f"\n{size:,} x {dimension} {data.distribution} vectors, {data.agents} agent(s), "
             f"storage {_storage()} "
             f"({size // data.agents:,} vectors for the queried agent): COPY {copy_rate:,.0f} "
-            f"vectors/s, HNSW build {build:.1f} s; {_sizes()}"
+            f"vectors/s, HNSW build {build:.1f} s (maintenance_work_mem {memory}); {_sizes()}"
         )
-        rows = _variants(data, data.exact(), runs)
+        rows = _variants(data, exact, runs)
         # Now rather than at exit: each data set's database takes 1.3-1.6 GB.
         drop_database(connections["default"].settings_dict["NAME"])
     for row in rows:
@@ -118,7 +129,7 @@ def _variants(data: DataSet, exact: list[set[int]], runs: int) -> list[Figures]:
         with _dropped(HNSW, BTREE, index_only=True):
             seconds = _timed(
                 lambda: _execute(
-                    f"SET maintenance_work_mem = '{BUILD_MEMORY}'",
+                    f"SET maintenance_work_mem = '{build_memory(*data.vectors.shape)}'",
                     _hnsw(f"agent_id = '{QUERY_AGENT}'", f"{HNSW}_{QUERY_AGENT}"),
                 )
             )
@@ -208,7 +219,10 @@ def hnsw_built_after(dimension: int) -> Iterator[None]:
         builds.append(_layout(dimension, table)[1])
         _execute(f'DROP INDEX "{table.name}_hnsw"')
     yield
-    _execute(f"SET maintenance_work_mem = '{BUILD_MEMORY}'", *builds)
+    with connections["default"].cursor() as cursor:
+        cursor.execute(f'SELECT count(*) FROM "{TABLE.name}"')
+        (vectors,) = cursor.fetchone()
+    _execute(f"SET maintenance_work_mem = '{build_memory(vectors, dimension)}'", *builds)
     _execute(*(f'ANALYZE "{table.name}"' for table in index.VECTOR_TABLES))
 
 

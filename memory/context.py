@@ -30,7 +30,7 @@ from memory.embeddings import Embedder
 from memory.index import Filter
 from memory.models import LongTermMemory, MainMessage, MemoryType, Role, ShortTermMemory
 from memory.search import MAX_K, SearchHit, search
-from memory.text import says_the_same, speaker
+from memory.text import folded, folded_say_the_same, speaker
 from memory.tokens import estimate_tokens, truncate_to_tokens
 from memory.vectors import QueryEmbedding, query_embedding
 
@@ -725,13 +725,16 @@ def _drop_restated_memories(long_term: Layer, messages: list[Item]) -> int:
     """Leave out the long-term memories that a message in the context (working or recalled)
     already says: the message carries its date and its turn. Returns the tokens freed."""
     before = long_term.used
+    # Folded once: each memory is compared with every message (~100 of them).
+    texts = [(m, folded(m.content)) for m in messages]
     kept: list[Item] = []
     for item in long_term.items:
+        text = folded(item.content)
         same = next(
             (
                 m
-                for m in messages
-                if says_the_same(item.content, m.content, threshold=DUPLICATE_SIMILARITY)
+                for m, content in texts
+                if folded_say_the_same(text, content, threshold=DUPLICATE_SIMILARITY)
             ),
             None,
         )

@@ -15,6 +15,7 @@ import random
 import statistics
 import tempfile
 import time
+from collections import defaultdict
 from collections.abc import Sequence
 from contextlib import nullcontext
 from datetime import UTC, datetime, timedelta
@@ -29,6 +30,7 @@ from tqdm import tqdm
 from bench import knn_postgres
 from bench.measure import median_and_range, percentile
 from bench.tempdb import use_temporary_database
+from memory import index
 from memory.context import context_build
 from memory.embeddings import Signature
 from memory.models import LongTermMemory, MainMessage, MemoryType, ShortTermMemory
@@ -99,6 +101,47 @@ def _agent(session: int, agents: int) -> str:
     return f"{AGENT}-{session % agents}"
 
 
+MODELS = (MainMessage, ShortTermMemory, LongTermMemory)
+# What a statement reads, by the first of these tables it names: the index's tables first
+# (their statements join the models' tables too).
+STATEMENT_KINDS = [
+    *((table.name, f"vector {table.name}") for table in index.VECTOR_TABLES),
+    *((table.name, f"lexical {table.name}") for table in index.LEXICAL_TABLES),
+    *((model._meta.db_table, f"ORM {model._meta.db_table}") for model in MODELS),
+]
+
+
+class StatementTimes:
+    """A connection's execute wrapper that sums each statement's time by what it reads."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.counts: dict[str, int] = defaultdict(int)
+        self.calls: list[float] = []  # each context call's whole time
+
+    def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            kind = next((kind for name, kind in STATEMENT_KINDS if name in sql), "other SQL")
+            self.seconds[kind] += time.perf_counter() - start
+            self.counts[kind] += 1
+
+    def report(self) -> str:
+        """A line per kind, the costliest first: mean ms and statements per context call."""
+        calls = len(self.calls)
+        lines = [f"  a context call, mean of {calls}: {sum(self.calls) / calls * 1000:.1f} ms"]
+        for kind, seconds in sorted(self.seconds.items(), key=lambda item: -item[1]):
+            lines.append(
+                f"  - {kind}: {seconds / calls * 1000:.1f} ms in "
+                f"{self.counts[kind] / calls:.1f} statements"
+            )
+        rest = sum(self.calls) - sum(self.seconds.values())
+        lines.append(f"  - outside SQL (Python): {rest / calls * 1000:.1f} ms")
+        return "\n".join(lines)
+
+
 class Command(BaseCommand):
     help = "Measure context_build p50/p95 in a large synthetic store (temporary database)."
 
@@ -112,6 +155,11 @@ class Command(BaseCommand):
         parser.add_argument("--dims", type=int, nargs="+", default=[1024, 384])
         parser.add_argument("--queries", type=int, default=200, help="per run")
         parser.add_argument("--runs", type=int, default=5, help="runs of the queries per store")
+        parser.add_argument(
+            "--split",
+            action="store_true",
+            help="also write where a call's time goes: its SQL statements by what they read",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         self.stdout.write(
@@ -123,15 +171,23 @@ class Command(BaseCommand):
         rng = random.Random(11)
         for agents in options["agents"]:
             for dimension in options["dims"]:
-                p50s, p95s = self._row(options, agents, dimension, rng)
+                split = StatementTimes() if options["split"] else None
+                p50s, p95s = self._row(options, agents, dimension, rng, split)
                 total = options["sessions"] * options["messages_per_session"]
                 self.stdout.write(
                     f"| {total:,} | {options['memories']:,} | {agents} | {dimension} | "
                     f"{median_and_range(p50s)} | {median_and_range(p95s)} |"
                 )
+                if split:
+                    self.stdout.write(split.report())
 
     def _row(
-        self, options: dict[str, Any], agents: int, dimension: int, rng: random.Random
+        self,
+        options: dict[str, Any],
+        agents: int,
+        dimension: int,
+        rng: random.Random,
+        split: StatementTimes | None,
     ) -> tuple[list[float], list[float]]:
         p50s, p95s = [], []
         with tempfile.TemporaryDirectory(prefix="orca-bench-") as folder:
@@ -139,7 +195,10 @@ class Command(BaseCommand):
             embedder = FakeEmbedder(dimension)
             self._fill(options, agents, embedder)
             for _ in range(options["runs"]):
-                timings = self._measure(options, agents, embedder, rng)
+                with connections["default"].execute_wrapper(split) if split else nullcontext():
+                    timings = self._measure(options, agents, embedder, rng)
+                if split:
+                    split.calls += timings
                 p50s.append(statistics.median(timings) * 1000)
                 p95s.append(percentile(timings, 0.95) * 1000)
             connections["default"].close()
