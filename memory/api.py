@@ -157,13 +157,13 @@ class SessionEndOut(Schema):
     )
 
 
-class MemoryFilters(Schema):
+class MemoryFilters(TextSchema):
     type: MemoryType | None = None
     q: str | None = Field(None, description="text to search for (words or Chinese)")
     include_expired: bool = False
 
 
-class SearchFilters(Schema):
+class SearchFilters(TextSchema):
     q: str = Field(description="what to look for, in any language")
     mode: Literal["hybrid", "lexical", "vector"] = "hybrid"
     k: int = Field(10, ge=1, le=MAX_K)

@@ -204,6 +204,42 @@ CASES = [
             ("until", "9999-12-31T23:59:59+14:00"),
         )
     ),
+    # NUL, which PostgreSQL cannot take in a text parameter, in every text a query reads.
+    *(
+        Hostile(
+            f"NUL in a {mode} search",
+            "GET",
+            "/search",
+            422,
+            query={"q": "hel\x00lo", "mode": mode},
+            loc=["query", "q"],
+        )
+        for mode in MODES
+    ),
+    Hostile(
+        "NUL in a memory list's query",
+        "GET",
+        "/memories",
+        422,
+        query={"q": "tea\x00"},
+        loc=["query", "q"],
+    ),
+    Hostile(
+        "NUL in a search's session filter",
+        "GET",
+        "/search",
+        422,
+        query={"q": "hello", "session_id": "s\x00"},
+        loc=["query", "session_id"],
+    ),
+    Hostile(
+        "NUL in a context query",
+        "POST",
+        "/sessions/s1/context",
+        422,
+        {"query": "tea\x00"},
+        loc=["body", "query"],
+    ),
     # 13. Bodies that are not JSON, or not declared as JSON.
     Hostile("malformed JSON", "POST", "/sessions/s1/messages", 400, "{not json", loc=["body"]),
     Hostile("a JSON array", "POST", "/sessions/s1/context", 400, "[1, 2]", loc=["body"]),
