@@ -9,7 +9,13 @@ from typing import Any
 
 from django.contrib.auth.decorators import permission_required
 from django.db.models import Model
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseServerError
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBadRequest,
+    HttpResponseServerError,
+)
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.templatetags.static import static
@@ -80,11 +86,27 @@ def server_error(request: HttpRequest) -> HttpResponse:
     """500.html in the site's layout, with the visitor's navigation when it can still be read:
     the database it comes from (the user, their permissions) may be what failed, and then the
     page is rendered without the request, as Django's own handler does."""
+    return HttpResponseServerError(_error_body("500.html", request))
+
+
+@requires_csrf_token
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """400.html in the site's layout (a Host not allowed, a malformed request); the request
+    itself may be what is wrong, so it is rendered without it when it must be."""
+    return HttpResponseBadRequest(_error_body("400.html", request))
+
+
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """CSRF_FAILURE_VIEW: a form sent without a valid token (a page open from before the
+    session expired, or a form on another site), in the layout, saying what to do."""
+    return render(request, "403_csrf.html", {"reason": reason}, status=403)
+
+
+def _error_body(template_name: str, request: HttpRequest) -> str:
     try:
-        body = render_to_string("500.html", request=request)
+        return render_to_string(template_name, request=request)
     except Exception:
-        body = render_to_string("500.html")
-    return HttpResponseServerError(body)
+        return render_to_string(template_name)
 
 
 def favicon(request: HttpRequest) -> HttpResponse:

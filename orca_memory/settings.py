@@ -59,6 +59,9 @@ INSTALLED_APPS = [
     "django_tasks_db",
 ]
 
+# A form without a valid token: the site's page saying what to do (templates/403_csrf.html).
+CSRF_FAILURE_VIEW = "orca_memory.pages.csrf_failure"
+
 MIDDLEWARE = [
     # First, so that every error under /api/ leaves in the API's JSON shape.
     "orca_memory.errors.ApiErrorsAsJson",

@@ -10,7 +10,9 @@ from orca_memory.api import api, not_found
 admin.site.site_header = admin.site.site_title = "orca-memory admin"
 admin.site.index_title = "Messages, memories and accounts"
 
-# Error pages in the site's layout, with its navigation (templates/404.html, 500.html).
+# Error pages in the site's layout, with its navigation (templates/400.html, 404.html, 500.html;
+# 403.html is Django's own handler's, 403_csrf.html settings.CSRF_FAILURE_VIEW's).
+handler400 = pages.bad_request
 handler404 = pages.page_not_found
 handler500 = pages.server_error
 

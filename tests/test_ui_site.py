@@ -103,6 +103,32 @@ def test_the_500_page_renders_without_the_request_when_it_must(rf, monkeypatch):
     assert reverse("dashboard") in body  # the way back still works
 
 
+def test_a_form_without_its_csrf_token_gets_the_site_page_and_changes_nothing(
+    admin_user, conversation
+):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(admin_user)
+    url = reverse("memory_expire", args=[conversation.tea.pk])
+    for headers in ({}, HTMX):
+        response = client.post(url, headers=headers)
+        body = response.content.decode()
+        assert response.status_code == 403
+        assert "<p data-error-reason>The form was sent without a valid security token" in body
+        assert "(CSRF " in body  # Django's reason (cookie not set, token missing), for debugging
+        assert reverse("memories") in nav(body)
+    conversation.tea.refresh_from_db()
+    assert conversation.tea.expires_at is None
+
+
+def test_a_host_not_allowed_gets_the_400_page_in_the_layout(client, settings):
+    settings.DEBUG = False
+    response = client.get(reverse("dashboard"), headers={"Host": "evil.example"})
+    body = response.content.decode()
+    assert response.status_code == 400
+    assert "<p data-error-reason>The request was malformed, or it named a host" in body
+    assert "ORCA_ALLOWED_HOSTS" in body
+
+
 def test_the_dashboard_counts_link_to_their_lists(admin_client, conversation):
     body = admin_client.get(reverse("dashboard")).content.decode()
     sessions = reverse("sessions")
