@@ -266,6 +266,13 @@ class DatabaseHealthOut(Schema):
     error: str | None = None
 
 
+class MemoryIndexHealthOut(Schema):
+    matrices: int = Field(description="(table, agent) matrices held")
+    vectors: int
+    bytes: int
+    limit_bytes: int = Field(description="ORCA_VECTOR_CACHE_MB; 0: off, vec0 answers")
+
+
 class VectorHealthOut(Schema):
     enabled: bool = Field(
         description="the vector extension (sqlite-vec or pgvector) there and the vector tables "
@@ -274,6 +281,11 @@ class VectorHealthOut(Schema):
     reason: str | None = None
     sqlite_vec_version: str | None = None
     pgvector_version: str | None = None
+    memory_index: MemoryIndexHealthOut | None = Field(
+        None,
+        description="SQLite: the derived in-memory index that answers KNN in the process that "
+        "answered this request (each web worker has its own)",
+    )
 
 
 class EmbeddingHealthOut(Schema):

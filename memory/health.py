@@ -72,6 +72,7 @@ def service_health() -> Health:
             f"{'sqlite_vec' if database['engine'] == 'sqlite' else 'pgvector'}_version": (
                 support.version
             ),
+            **index.memory_index_report(),
         },
         embedding=embedding,
     )

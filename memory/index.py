@@ -82,6 +82,12 @@ def database_report(*, using: str = "default") -> dict[str, object]:
     return _engine(using).database_report(using=using)
 
 
+def memory_index_report(*, using: str = "default") -> dict[str, object]:
+    """What the vector search holds in this process's memory, for the health report: SQLite's
+    derived index (`memory_index`); nothing on PostgreSQL, whose HNSW lives in the server."""
+    return _engine(using).memory_index_report()
+
+
 # --- vectors -------------------------------------------------------------------------------
 
 

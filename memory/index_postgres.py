@@ -60,6 +60,10 @@ def database_report(*, using: str = "default") -> dict[str, object]:
     return {"engine": "postgresql", "postgres_version": version}
 
 
+def memory_index_report() -> dict[str, object]:
+    return {}  # HNSW lives in the server: nothing held in this process
+
+
 # --- vectors -------------------------------------------------------------------------------
 
 

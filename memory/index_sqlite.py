@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Collection, Iterable, Sequence
+from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
 from django.db import connections
 
-from memory import text
+from memory import index_numpy, text
 from memory.index_schema import (
     CONTEXT_MESSAGES,
     MESSAGE_TEXT,
@@ -69,6 +70,10 @@ def database_report(*, using: str = "default") -> dict[str, object]:
     return {"engine": "sqlite", "sqlite_version": version, "journal_mode": journal_mode}
 
 
+def memory_index_report() -> dict[str, object]:
+    return {"memory_index": asdict(index_numpy.report())}
+
+
 # --- vectors -------------------------------------------------------------------------------
 
 
@@ -94,6 +99,13 @@ def drop_vector_tables(*, using: str = "default") -> None:
     with connections[using].cursor() as cursor:
         for table in VECTOR_TABLES:
             cursor.execute(f"DROP TABLE IF EXISTS {_q(table.name)}")
+        # Every process's derived index of these tables is out of date: one reset marker each.
+        cursor.execute(f"DELETE FROM {index_numpy.CHANGES}")
+        cursor.executemany(
+            f"INSERT INTO {index_numpy.CHANGES} (table_name, agent_id, row_id) "
+            "VALUES (%s, '', NULL)",
+            [[table.name] for table in VECTOR_TABLES],
+        )
 
 
 def vectors_exist(*, using: str = "default") -> bool:
@@ -148,6 +160,21 @@ def vectors_put(table: VectorTable, rows: Sequence[VectorRow], *, using: str = "
             f"VALUES ({', '.join(['%s'] * len(columns))})",
             values,
         )
+        _log_changes(cursor, table, [(row.agent_id, row.row_id) for row in rows])
+
+
+def _log_changes(cursor: Any, table: VectorTable, changes: list[tuple[str, int]]) -> None:
+    """Tell every process's derived index (index_numpy) which rows changed, in the writer's
+    transaction; keep the newest RETAIN_CHANGES entries."""
+    cursor.executemany(
+        f"INSERT INTO {index_numpy.CHANGES} (table_name, agent_id, row_id) VALUES (%s, %s, %s)",
+        [[table.name, agent_id, row_id] for agent_id, row_id in changes],
+    )
+    cursor.execute(
+        f"DELETE FROM {index_numpy.CHANGES} "
+        f"WHERE id <= (SELECT max(id) FROM {index_numpy.CHANGES}) - %s",
+        [index_numpy.RETAIN_CHANGES],
+    )
 
 
 # How vector_rows reads an embedding: vec0 returns the float32 blob it stores.
@@ -159,10 +186,19 @@ def embedding_from_db(value: bytes) -> list[float]:
 
 
 def vector_delete(table: VectorTable, row_ids: Iterable[int], *, using: str = "default") -> None:
+    ids = list(row_ids)
     with connections[using].cursor() as cursor:
+        # The log is per agent: read each row's partition before it goes.
+        owners: list[tuple[str, int]] = []
+        for row_id in ids:
+            cursor.execute(
+                f"SELECT agent_id FROM {_q(table.name)} WHERE {_q(table.key)} = %s", [row_id]
+            )
+            owners.extend((agent_id, row_id) for (agent_id,) in cursor.fetchall())
         cursor.executemany(
-            f"DELETE FROM {_q(table.name)} WHERE {_q(table.key)} = %s", [[i] for i in row_ids]
+            f"DELETE FROM {_q(table.name)} WHERE {_q(table.key)} = %s", [[i] for i in ids]
         )
+        _log_changes(cursor, table, owners)
 
 
 def knn(
@@ -175,7 +211,14 @@ def knn(
     using: str = "default",
 ) -> list[Hit]:
     """The k nearest vectors of one agent, nearest first; score is the cosine similarity
-    (higher is closer, as with lexical_search)."""
+    (higher is closer, as with lexical_search). Answered by the derived index where it can
+    (index_numpy: committed data, within its memory bound), else by vec0's scan."""
+    if index_numpy.enabled(using):
+        hits = index_numpy.knn(
+            table, agent_id=agent_id, embedding=embedding, k=k, filters=filters, using=using
+        )
+        if hits is not None:
+            return hits
     conditions = ["embedding MATCH %s", "k = %s", "agent_id = %s"]
     params: list[Any] = [_as_float32(embedding), k, agent_id]
     for column, op, value in filters:

@@ -34,6 +34,7 @@ class Config:
     embedding_batch_size: int
     max_content_bytes: int
     long_term_cap: int
+    vector_cache_mb: int
     jsonl_backup: bool
     # The key authenticates every SiliconFlow call: keep it out of repr(), logs and pages.
     siliconflow_api_key: str | None = field(repr=False)
@@ -49,6 +50,13 @@ def _positive_int(value: str) -> int:
     number = int(value)
     if number <= 0:
         raise ValueError(f"{value!r} is not a positive integer")
+    return number
+
+
+def _non_negative_int(value: str) -> int:
+    number = int(value)
+    if number < 0:
+        raise ValueError(f"{value!r} is not a non-negative integer")
     return number
 
 
@@ -138,6 +146,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("orca", "embedding_batch_size", _positive_int, 5),
     Setting("orca", "max_content_bytes", _positive_int, 1024 * 1024),
     Setting("orca", "long_term_cap", _positive_int, 10_000),
+    Setting("orca", "vector_cache_mb", _non_negative_int, 512),
     Setting("orca", "jsonl_backup", _flag, False),
     Setting("siliconflow", "api_key", _text, None, secret=True),
     Setting("siliconflow", "base_url", _text, "https://api.siliconflow.cn/v1"),

@@ -6,6 +6,7 @@ import json
 
 import pytest
 import sqlite_vec
+from django.conf import settings
 from django.db import connection
 
 from memory.models import MainMessage
@@ -47,6 +48,13 @@ def test_it_reports_a_healthy_service_without_auth(client, sql):
             "reason": None,
             "sqlite_vec_version": f"v{sqlite_vec.__version__}",
             "pgvector_version": None,
+            # Inside the test's transaction KNN reads vec0: nothing is held in memory.
+            "memory_index": {
+                "matrices": 0,
+                "vectors": 0,
+                "bytes": 0,
+                "limit_bytes": settings.ORCA.vector_cache_mb * 1024 * 1024,
+            },
         }
     else:
         assert body["database"] == {
@@ -64,6 +72,7 @@ def test_it_reports_a_healthy_service_without_auth(client, sql):
             "pgvector_version": sql("SELECT extversion FROM pg_extension WHERE extname = 'vector'")[
                 0
             ][0],
+            "memory_index": None,
         }
     assert body["embedding"] == {
         "provider": "none",

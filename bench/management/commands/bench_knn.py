@@ -25,7 +25,7 @@ from django.db import connections
 from bench import knn_postgres
 from bench.measure import median_and_range, percentile
 from bench.vectors import DISTRIBUTIONS, unit_vectors
-from memory import index, index_sqlite
+from memory import index, index_numpy, index_sqlite
 from orca_memory.db.base import Driver, load_sqlite_vec
 
 K = 10
@@ -205,6 +205,10 @@ class Command(BaseCommand):
         layouts = _layouts(dimension)
         rows = {layout.label: Figures(layout.label) for layout in layouts}
         numpy_row = Figures(f"numpy scan of the agent's {len(own):,} vectors")
+        derived_rows = [
+            Figures("derived index (index_numpy, the service's KNN)"),
+            Figures("derived index + session_id filter"),
+        ]
         with tempfile.TemporaryDirectory(prefix="orca-bench-") as folder:
             # Layouts with the same DDL share one database, filled once.
             filled: dict[str, tuple[Any, list[float]]] = {}
@@ -213,6 +217,7 @@ class Command(BaseCommand):
                     conn = self._connect(Path(folder) / f"{len(filled)}.db")
                     filled[layout.ddl] = (conn, self._fill(conn, layout, vectors, agent_of))
                 rows[layout.label].insert_rates = filled[layout.ddl][1]
+            derived = self._derived(filled[layouts[0].ddl][0])
             # Runs interleave the layouts, so a slow moment of the machine hits them all alike.
             for _ in range(runs):
                 for layout in layouts:
@@ -220,10 +225,12 @@ class Command(BaseCommand):
                     knn = self._knn(conn, layout)
                     rows[layout.label].add_run(_time(knn, queries))
                 numpy_row.add_run(_time(lambda q: np.argpartition(-(own @ q), K)[:K], queries))
+                for row, search in zip(derived_rows, derived, strict=True):
+                    row.add_run(_time(search, queries))
             for conn, _ in filled.values():
                 conn.close()
         floor = statistics.median(numpy_row.medians)
-        for row in [*rows.values(), numpy_row]:
+        for row in [*rows.values(), *derived_rows, numpy_row]:
             ratio = statistics.median(row.medians) / floor
             inserts = median_and_range(row.insert_rates, 0) if row.insert_rates else "-"
             self.stdout.write(
@@ -231,6 +238,32 @@ class Command(BaseCommand):
                 f"{median_and_range(row.medians)} | {statistics.median(row.p95s):.2f} | "
                 f"{ratio:.1f} |"
             )
+
+    def _derived(self, conn: Any) -> list[Callable[[np.ndarray], object]]:
+        """KNN as the service answers it: the query agent's matrix, read from the orca
+        layout's vec0 table, after the change log lookup each query makes."""
+        table = index.MESSAGE_VECTORS
+        start = time.perf_counter()
+        rows = conn.execute(
+            f"SELECT {index_numpy.matrix_columns(table)} FROM {table.name} WHERE agent_id = ?",
+            (f"agent-{QUERY_AGENT}",),
+        ).fetchall()
+        matrix = index_numpy.Matrix.empty(table, len(rows[0][-1]) // 4, 0, len(rows))
+        matrix.put(rows)
+        self.stderr.write(
+            f"derived index: {len(rows):,} vectors read and built in "
+            f"{time.perf_counter() - start:.2f} s, {matrix.nbytes / 2**20:.0f} MiB"
+        )
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {index_numpy.CHANGES} (id INTEGER PRIMARY KEY)")
+        session = index.Filter("session_id", "=", f"session-{QUERY_AGENT}-0")
+
+        def search(query: np.ndarray, filters: tuple[index.Filter, ...]) -> object:
+            conn.execute(index_numpy.LOG_BOUNDS).fetchone()
+            hits = matrix.knn(index_numpy.unit(query.astype(np.float32)), K, filters)
+            assert len(hits) == K
+            return hits
+
+        return [lambda q: search(q, ()), lambda q: search(q, (session,))]
 
     def _knn(self, conn: Any, layout: Layout) -> Callable[[np.ndarray], object]:
         def search(query: np.ndarray) -> object:

@@ -1,0 +1,356 @@
+"""The SQLite engine's derived vector index: each agent's vectors as a numpy matrix.
+
+vec0 is the durable store and the source of truth, but it has no ANN index and its scan has a
+floor: KNN over one agent's 100,000 vectors of 1,024 dimensions took 119-163 ms in vec0 and 15
+ms as a numpy product over the same rows (docs/BENCHMARKS.md). So this process keeps, per
+(database, vector table, agent), a float32 matrix of the agent's unit vectors with their
+metadata, and answers KNN from it exactly (the same cosine similarity, the same top k).
+
+Kept current through the change log `vector_changes`, written by `index_sqlite` in the same
+transaction as every vector put or delete: before answering, a matrix reads the log entries
+after the last one it applied (one indexed query; nothing new is the common case) and re-reads
+those rows from vec0. So a vector is found as soon as its write commits, by every process (web
+workers and the task worker alike). A reset marker (`row_id` NULL, `agent_id` '') stands for
+"every row of the table changed" (the vector tables were dropped); the log keeps its newest
+`RETAIN_CHANGES` entries, and a matrix that fell behind those, or a log that went backwards (a
+different database file), is rebuilt from vec0.
+
+Only committed data is cached: inside a transaction, `index_sqlite.knn` asks vec0 (it sees the
+transaction's own writes, and nothing of a rolled-back one can stay here). Memory is bounded
+per process (`ORCA_VECTOR_CACHE_MB`): the least recently used matrices are dropped, and an
+agent whose matrix alone is over the bound is answered by vec0.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from django.conf import settings
+from django.db import connections
+
+from memory.index_schema import Filter, Hit, VectorTable
+
+CHANGES = "vector_changes"
+# A process that has not looked at the log for this many vector writes rebuilds its matrices.
+RETAIN_CHANGES = 100_000
+# Rows read from vec0 per query while building a matrix.
+_BUILD_BATCH = 4096
+# Matrices grow by a quarter: appending one vector copies nothing most of the time, and the
+# spare room stays small next to the matrix.
+_GROWTH = 1.25
+
+_OPERATORS = {
+    "=": np.equal,
+    "!=": np.not_equal,
+    "<": np.less,
+    "<=": np.less_equal,
+    ">": np.greater,
+    ">=": np.greater_equal,
+}
+
+
+def unit(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to length 1, so that a dot product is vec0's cosine similarity (zero rows
+    stay zero: similarity 0, where vec0 gives no meaningful distance either)."""
+    norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
+    return np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
+
+
+class _Column:
+    """One metadata column. Text is stored as integer codes of its distinct values, so that a
+    filter is evaluated once per distinct value, then looked up per row."""
+
+    def __init__(self, kind: str, capacity: int) -> None:
+        self.text = kind == "text"
+        self.values = np.zeros(capacity, dtype=np.int32 if self.text else np.int64)
+        self.categories: list[object] = []
+        self.codes: dict[object, int] = {}
+
+    def encode(self, value: object) -> int:
+        if not self.text:
+            return int(value)  # type: ignore[call-overload]
+        if value not in self.codes:
+            self.codes[value] = len(self.categories)
+            self.categories.append(value)
+        return self.codes[value]
+
+    def mask(self, op: str, value: object, size: int) -> np.ndarray:
+        compare = _OPERATORS[op]
+        if not self.text:
+            return compare(self.values[:size], value)
+        matching = np.array(
+            [c is not None and bool(compare(c, value)) for c in self.categories], dtype=bool
+        )
+        return matching[self.values[:size]] if len(matching) else np.zeros(size, dtype=bool)
+
+
+@dataclass
+class Matrix:
+    """One agent's vectors of one table: row i is `ids[i]`, alive unless deleted since."""
+
+    table: VectorTable
+    dimension: int
+    seen: int  # the last change log entry applied
+    ids: np.ndarray
+    vectors: np.ndarray
+    alive: np.ndarray
+    columns: dict[str, _Column]
+    position: dict[int, int]
+    size: int = 0
+
+    @classmethod
+    def empty(cls, table: VectorTable, dimension: int, seen: int, capacity: int) -> Matrix:
+        capacity = max(capacity, 16)
+        return cls(
+            table,
+            dimension,
+            seen,
+            np.zeros(capacity, dtype=np.int64),
+            np.zeros((capacity, dimension), dtype=np.float32),
+            np.zeros(capacity, dtype=bool),
+            {name: _Column(kind, capacity) for name, kind in table.metadata.items()},
+            {},
+        )
+
+    @property
+    def nbytes(self) -> int:
+        arrays = [self.ids, self.vectors, self.alive, *(c.values for c in self.columns.values())]
+        # The id -> row dict costs about 100 bytes an entry in CPython.
+        return sum(a.nbytes for a in arrays) + 100 * len(self.position)
+
+    def _reserve(self, extra: int) -> None:
+        capacity = len(self.ids)
+        if self.size + extra <= capacity:
+            return
+        capacity = max(int(capacity * _GROWTH), self.size + extra)
+        self.ids = np.resize(self.ids, capacity)
+        self.alive = np.resize(self.alive, capacity)
+        vectors = np.zeros((capacity, self.dimension), dtype=np.float32)
+        vectors[: self.size] = self.vectors[: self.size]
+        self.vectors = vectors
+        for column in self.columns.values():
+            column.values = np.resize(column.values, capacity)
+
+    def put(self, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Insert or replace rows read from vec0: (id, *metadata, embedding blob)."""
+        if not rows:
+            return
+        blobs = b"".join(row[-1] for row in rows)
+        vectors = unit(np.frombuffer(blobs, dtype=np.float32).reshape(len(rows), -1))
+        if self.dimension == 0:  # built while the agent had no vector
+            self.dimension = vectors.shape[1]
+            self.vectors = np.zeros((len(self.ids), self.dimension), dtype=np.float32)
+        self._reserve(len(rows))
+        for row, vector in zip(rows, vectors, strict=True):
+            at = self.position.get(row[0])
+            if at is None:
+                at = self.position[row[0]] = self.size
+                self.size += 1
+            self.ids[at] = row[0]
+            self.vectors[at] = vector
+            self.alive[at] = True
+            for column, value in zip(self.columns.values(), row[1:-1], strict=True):
+                column.values[at] = column.encode(value)
+
+    def remove(self, row_ids: Iterable[int]) -> None:
+        for row_id in row_ids:
+            at = self.position.pop(row_id, None)
+            if at is not None:
+                self.alive[at] = False
+
+    def knn(self, query: np.ndarray, k: int, filters: Sequence[Filter]) -> list[Hit]:
+        size = self.size
+        mask = self.alive[:size].copy()
+        for column, op, value in filters:
+            mask &= self.columns[column].mask(op, value, size)
+        rows = np.flatnonzero(mask)
+        if len(rows) == 0:
+            return []
+        # A narrow filter (one session) gathers its rows; a wide one scores every row, which
+        # costs less than copying most of the matrix.
+        if len(rows) * 4 < size:
+            scores = self.vectors[rows] @ query
+        else:
+            scores = (self.vectors[:size] @ query)[rows]
+        top = np.argpartition(-scores, k - 1)[:k] if len(rows) > k else np.arange(len(rows))
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return [Hit(int(self.ids[rows[i]]), float(scores[i])) for i in top]
+
+
+@dataclass(frozen=True)
+class CacheReport:
+    matrices: int
+    vectors: int
+    bytes: int
+    limit_bytes: int
+
+
+class _Cache:
+    """This process's matrices, least recently used first, within `limit` bytes."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.matrices: OrderedDict[tuple[str, str, str], Matrix] = OrderedDict()
+        # Agents whose matrix alone was over the limit: vec0 answers them from then on.
+        self.oversized: set[tuple[str, str, str]] = set()
+
+    def clear(self) -> None:
+        with self.lock:
+            self.matrices.clear()
+            self.oversized.clear()
+
+    def report(self) -> CacheReport:
+        with self.lock:
+            return CacheReport(
+                len(self.matrices),
+                sum(len(m.position) for m in self.matrices.values()),
+                sum(m.nbytes for m in self.matrices.values()),
+                _limit(),
+            )
+
+
+_CACHE = _Cache()
+
+
+def _limit() -> int:
+    return int(settings.ORCA.vector_cache_mb) * 1024 * 1024
+
+
+def enabled(using: str) -> bool:
+    """Whether KNN may be answered here: the cache is on and only committed data is read."""
+    return _limit() > 0 and not connections[using].in_atomic_block
+
+
+def clear() -> None:
+    """Forget every matrix (tests that empty the vector tables behind the log's back)."""
+    _CACHE.clear()
+
+
+def report() -> CacheReport:
+    return _CACHE.report()
+
+
+def knn(
+    table: VectorTable,
+    *,
+    agent_id: str,
+    embedding: Sequence[float],
+    k: int,
+    filters: Sequence[Filter],
+    using: str,
+) -> list[Hit] | None:
+    """The k nearest of the agent's vectors from its matrix, or None where vec0 must answer
+    (the agent's matrix is over the memory bound)."""
+    key = (str(connections[using].settings_dict["NAME"]), table.name, agent_id)
+    with _CACHE.lock:
+        if key in _CACHE.oversized:
+            return None
+        matrix = _current(key, table, agent_id, using)
+        if matrix is None:
+            return None
+        query = unit(np.asarray(embedding, dtype=np.float32))
+        return matrix.knn(query, k, filters)
+
+
+def _current(
+    key: tuple[str, str, str], table: VectorTable, agent_id: str, using: str
+) -> Matrix | None:
+    """The agent's matrix brought up to the log's newest entry (built if missing or behind
+    what the log still holds); None if it would not fit the memory bound."""
+    first, last = _log_bounds(using)
+    matrix = _CACHE.matrices.pop(key, None)
+    if matrix is not None and (matrix.seen > last or matrix.seen < first - 1):
+        matrix = None  # the log went backwards (another database file), or was pruned past it
+    if matrix is not None and last > matrix.seen:
+        changed = _changed_rows(table, agent_id, matrix.seen, using)
+        if changed is None:
+            matrix = None  # the table was reset
+        else:
+            rows = _read(table, agent_id, changed, using)
+            matrix.put(rows)
+            matrix.remove(set(changed) - {row[0] for row in rows})
+            matrix.seen = last
+    if matrix is not None and len(matrix.position) * 2 < matrix.size:
+        matrix = None  # mostly deleted rows: a rebuild packs it
+    if matrix is None:
+        matrix = _build(table, agent_id, last, using)
+    if matrix is None:
+        _CACHE.oversized.add(key)
+        return None
+    _CACHE.matrices[key] = matrix  # now the most recently used
+    _evict()
+    return matrix
+
+
+# What every KNN pays to know whether its matrix is current: two lookups of the log's key.
+LOG_BOUNDS = f"SELECT (SELECT min(id) FROM {CHANGES}), (SELECT max(id) FROM {CHANGES})"
+
+
+def _log_bounds(using: str) -> tuple[int, int]:
+    with connections[using].cursor() as cursor:
+        cursor.execute(LOG_BOUNDS)
+        first, last = cursor.fetchone()
+    return first or 0, last or 0
+
+
+def _changed_rows(table: VectorTable, agent_id: str, after: int, using: str) -> list[int] | None:
+    """The rows of the agent changed since log entry `after`; None after a reset marker."""
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            f"SELECT row_id FROM {CHANGES} WHERE table_name = %s AND agent_id IN (%s, '') "
+            "AND id > %s",
+            [table.name, agent_id, after],
+        )
+        rows = [row_id for (row_id,) in cursor.fetchall()]
+    return None if None in rows else list(dict.fromkeys(rows))
+
+
+def matrix_columns(table: VectorTable) -> str:
+    """What a matrix reads of a vec0 row, in `Matrix.put`'s order."""
+    return ", ".join([table.key, *table.metadata, "embedding"])
+
+
+def _read(table: VectorTable, agent_id: str, row_ids: Sequence[int], using: str) -> list[tuple]:
+    """These rows of the agent as vec0 holds them now, (id, *metadata, embedding blob); one
+    lookup each: vec0 answers `=` on its key, not `IN`."""
+    sql = f"SELECT {matrix_columns(table)}, agent_id FROM {table.name} WHERE {table.key} = %s"
+    rows: list[tuple] = []
+    with connections[using].cursor() as cursor:
+        for row_id in row_ids:
+            cursor.execute(sql, [row_id])
+            rows.extend(row[:-1] for row in cursor.fetchall() if row[-1] == agent_id)
+    return rows
+
+
+def _build(table: VectorTable, agent_id: str, seen: int, using: str) -> Matrix | None:
+    """The agent's matrix read from vec0 (its partition), a batch at a time; None as soon as
+    it outgrows the memory bound. The log was read before: a row written meanwhile is read
+    again from the log next time."""
+    limit = _limit()
+    matrix: Matrix | None = None
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            f"SELECT {matrix_columns(table)} FROM {table.name} WHERE agent_id = %s", [agent_id]
+        )
+        while rows := cursor.fetchmany(_BUILD_BATCH):
+            if matrix is None:
+                matrix = Matrix.empty(table, len(rows[0][-1]) // 4, seen, len(rows))
+            matrix.put(rows)
+            if matrix.nbytes > limit:
+                return None
+    return matrix or Matrix.empty(table, 0, seen, 0)
+
+
+def _evict() -> None:
+    """Drop the least recently used matrices until the cache fits its bound (the newest one
+    fits on its own: _build checked)."""
+    limit = _limit()
+    total = sum(m.nbytes for m in _CACHE.matrices.values())
+    while total > limit and len(_CACHE.matrices) > 1:
+        _, dropped = _CACHE.matrices.popitem(last=False)
+        total -= dropped.nbytes

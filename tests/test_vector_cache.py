@@ -1,0 +1,330 @@
+"""SQLite's derived vector index (memory.index_numpy): the same answers as vec0, kept current
+by the change log across processes, bounded in memory. Outside a transaction `index.knn` asks
+the derived index; inside one it asks vec0, which is what these tests compare it with."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from django.conf import settings
+from django.db import connection, transaction
+
+from memory import index, index_numpy
+from memory.index import MEMORY_VECTORS, MESSAGE_VECTORS, SUMMARY_VECTORS, Filter
+from tests.helpers import ROOT
+
+pytestmark = [pytest.mark.sqlite_only, pytest.mark.django_db(transaction=True)]
+
+DIM = settings.ORCA.embedding_dim
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    index_numpy.clear()
+    yield
+    index_numpy.clear()
+
+
+def clustered(count: int, seed: int) -> np.ndarray:
+    """Unit vectors around 20 centres: near neighbours that differ only a little, as real
+    embeddings do (random vectors would all be about equally far apart)."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((20, DIM))
+    vectors = centres[rng.integers(0, 20, count)] + 0.3 * rng.standard_normal((count, DIM))
+    return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+
+
+def put(row_id: int, vector, *, agent: str = "a1", session: str = "s1", **extra) -> None:
+    metadata = {"session_id": session, "role": "user", "msg_type": "normal", "created_at": row_id}
+    metadata.update(extra)
+    index.vector_put(
+        MESSAGE_VECTORS, row_id=row_id, agent_id=agent, embedding=list(vector), metadata=metadata
+    )
+
+
+def derived(agent: str, query, k: int = 10, filters=()) -> list[index.Hit]:
+    assert index_numpy.enabled("default")
+    return index.knn(MESSAGE_VECTORS, agent_id=agent, embedding=list(query), k=k, filters=filters)
+
+
+def vec0(agent: str, query, k: int = 10, filters=()) -> list[index.Hit]:
+    with transaction.atomic():  # inside a transaction index.knn reads vec0
+        assert not index_numpy.enabled("default")
+        return index.knn(
+            MESSAGE_VECTORS, agent_id=agent, embedding=list(query), k=k, filters=filters
+        )
+
+
+def assert_same(derived_hits: list[index.Hit], vec0_hits: list[index.Hit]) -> None:
+    assert [hit.id for hit in derived_hits] == [hit.id for hit in vec0_hits]
+    assert np.allclose(
+        [hit.score for hit in derived_hits], [hit.score for hit in vec0_hits], atol=1e-5
+    )
+
+
+def test_it_returns_what_vec0_returns_with_scope_and_filters():
+    vectors = clustered(600, seed=1)
+    for row_id, vector in enumerate(vectors, start=1):
+        put(
+            row_id,
+            vector,
+            agent=f"a{row_id % 3}",
+            session=f"s{row_id % 7}",
+            role="assistant" if row_id % 2 else "user",
+        )
+    queries = clustered(20, seed=2)
+    filter_sets = [
+        (),
+        (Filter("session_id", "=", "s3"),),
+        (Filter("session_id", "!=", "s3"), Filter("role", "=", "assistant")),
+        (Filter("created_at", ">=", 100), Filter("created_at", "<", 400)),
+        (Filter("session_id", "=", "no such session"),),
+    ]
+    for query in queries:
+        for agent in ("a0", "a1", "a2", "nobody"):
+            for filters in filter_sets:
+                assert_same(derived(agent, query, 10, filters), vec0(agent, query, 10, filters))
+    assert index_numpy.report().matrices == 4  # "nobody" holds an empty one
+    assert index_numpy.report().vectors == 600
+
+
+def test_it_never_returns_another_agents_rows():
+    put(1, clustered(1, seed=3)[0], agent="a1")
+    put(2, clustered(1, seed=3)[0], agent="a2")
+
+    assert [hit.id for hit in derived("a2", clustered(1, seed=3)[0])] == [2]
+
+
+def test_a_vector_written_after_the_matrix_was_built_is_found():
+    vectors = clustered(50, seed=4)
+    for row_id, vector in enumerate(vectors[:49], start=1):
+        put(row_id, vector)
+    derived("a1", vectors[0])  # builds the matrix
+
+    put(50, vectors[49])
+
+    assert derived("a1", vectors[49], k=1)[0].id == 50
+    assert_same(derived("a1", vectors[49]), vec0("a1", vectors[49]))
+
+
+def test_a_replaced_vector_is_answered_with_its_new_value():
+    vectors = clustered(3, seed=5)
+    put(1, vectors[0])
+    put(2, vectors[1])
+    derived("a1", vectors[0])
+
+    put(1, vectors[2], session="s9")
+
+    assert derived("a1", vectors[2], k=1, filters=[Filter("session_id", "=", "s9")])[0].id == 1
+    assert_same(derived("a1", vectors[0]), vec0("a1", vectors[0]))
+
+
+def test_a_deleted_vector_is_not_returned():
+    vectors = clustered(10, seed=6)
+    for row_id, vector in enumerate(vectors, start=1):
+        put(row_id, vector)
+    derived("a1", vectors[0])
+
+    index.vector_delete(MESSAGE_VECTORS, [1, 2])
+
+    assert {1, 2}.isdisjoint(hit.id for hit in derived("a1", vectors[0]))
+    assert_same(derived("a1", vectors[0]), vec0("a1", vectors[0]))
+
+
+def test_a_rolled_back_write_never_reaches_the_matrix():
+    vectors = clustered(2, seed=7)
+    put(1, vectors[0])
+    derived("a1", vectors[0])
+
+    with pytest.raises(RuntimeError), transaction.atomic():
+        put(2, vectors[1])
+        # Inside the transaction vec0 answers, with the transaction's own write.
+        assert [
+            hit.id
+            for hit in index.knn(MESSAGE_VECTORS, agent_id="a1", embedding=list(vectors[1]), k=1)
+        ] == [2]
+        raise RuntimeError("roll back")
+
+    assert [hit.id for hit in derived("a1", vectors[1])] == [1]
+
+
+def test_dropping_the_vector_tables_empties_every_matrix():
+    vectors = clustered(5, seed=8)
+    for row_id, vector in enumerate(vectors, start=1):
+        put(row_id, vector)
+    assert len(derived("a1", vectors[0])) == 5
+
+    index.drop_vector_tables()
+    index.create_vector_tables(dimension=DIM)
+
+    assert derived("a1", vectors[0]) == []
+    put(9, vectors[1])
+    assert [hit.id for hit in derived("a1", vectors[1])] == [9]
+
+
+def test_a_matrix_behind_the_pruned_log_is_rebuilt(monkeypatch):
+    monkeypatch.setattr(index_numpy, "RETAIN_CHANGES", 3)
+    vectors = clustered(10, seed=9)
+    put(1, vectors[0])
+    derived("a1", vectors[0])
+
+    for row_id, vector in enumerate(vectors[1:], start=2):
+        put(row_id, vector)  # more writes than the log keeps
+
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM {index_numpy.CHANGES}")
+        assert cursor.fetchone()[0] <= 4
+    assert_same(derived("a1", vectors[5]), vec0("a1", vectors[5]))
+    assert len(derived("a1", vectors[5])) == 10
+
+
+def test_it_keeps_within_its_memory_bound(monkeypatch):
+    monkeypatch.setattr(settings, "ORCA", dataclasses.replace(settings.ORCA, vector_cache_mb=1))
+    per_agent = (1024 * 1024) // (DIM * 4) * 2 // 3  # two thirds of the bound each
+    vectors = clustered(per_agent, seed=10)
+    for row_id, vector in enumerate(vectors, start=1):
+        put(row_id, vector, agent="a1")
+        put(row_id + per_agent, vector, agent="a2")
+
+    derived("a1", vectors[0])
+    derived("a2", vectors[0])  # the least recently used (a1's) is dropped for it
+
+    report = index_numpy.report()
+    assert report.matrices == 1
+    assert report.limit_bytes == 1024 * 1024
+    assert report.bytes <= report.limit_bytes
+    assert_same(derived("a1", vectors[3]), vec0("a1", vectors[3]))
+
+
+def test_an_agent_over_the_bound_is_answered_by_vec0(monkeypatch):
+    monkeypatch.setattr(settings, "ORCA", dataclasses.replace(settings.ORCA, vector_cache_mb=1))
+    vectors = clustered((1024 * 1024) // (DIM * 4) + 10, seed=11)
+    for row_id, vector in enumerate(vectors, start=1):
+        put(row_id, vector)
+
+    hits = derived("a1", vectors[7])
+
+    assert index_numpy.report().matrices == 0
+    assert hits[0].id == 8
+    assert_same(hits, vec0("a1", vectors[7]))
+
+
+def test_summaries_and_memories_are_answered_too():
+    vectors = clustered(4, seed=12)
+    for row_id, vector in enumerate(vectors, start=1):
+        index.vector_put(
+            SUMMARY_VECTORS,
+            row_id=row_id,
+            agent_id="a1",
+            embedding=list(vector),
+            metadata={"session_id": f"s{row_id % 2}"},
+        )
+        index.vector_put(
+            MEMORY_VECTORS,
+            row_id=row_id,
+            agent_id="a1",
+            embedding=list(vector),
+            metadata={"memory_type": "fact" if row_id < 3 else "preference"},
+        )
+
+    summaries = index.knn(
+        SUMMARY_VECTORS,
+        agent_id="a1",
+        embedding=list(vectors[1]),
+        k=5,
+        filters=[Filter("session_id", "=", "s0")],
+    )
+    memories = index.knn(
+        MEMORY_VECTORS,
+        agent_id="a1",
+        embedding=list(vectors[3]),
+        k=5,
+        filters=[Filter("memory_type", "=", "preference")],
+    )
+
+    assert [hit.id for hit in summaries][0] == 2 and {h.id for h in summaries} == {2, 4}
+    assert [hit.id for hit in memories] == [4, 3]
+    assert index_numpy.report().matrices == 2
+
+
+def test_the_health_report_shows_the_memory_index(client):
+    put(1, clustered(1, seed=13)[0])
+    derived("a1", clustered(1, seed=13)[0])
+
+    memory_index = client.get("/api/v1/health").json()["vector_search"]["memory_index"]
+
+    assert memory_index["matrices"] == 1
+    assert memory_index["vectors"] == 1
+    assert memory_index["bytes"] >= DIM * 4
+    assert memory_index["limit_bytes"] == settings.ORCA.vector_cache_mb * 1024 * 1024
+
+
+@pytest.mark.slow
+def test_two_processes_see_each_others_writes(tmp_path):
+    """Another process writes and deletes vectors after this one built its matrix; this
+    one's answers follow, and the other process's own matrix follows this one's writes."""
+    vectors = clustered(6, seed=14)
+    for row_id, vector in enumerate(vectors[:3], start=1):
+        put(row_id, vector)
+    assert len(derived("a1", vectors[0])) == 3
+    np.save(tmp_path / "vectors.npy", vectors)
+    script = textwrap.dedent(
+        f"""
+        import sys
+        import django
+        django.setup()
+        import numpy as np
+        from memory import index
+        vectors = np.load({str(tmp_path / "vectors.npy")!r})
+        def ids(query):
+            hits = index.knn(
+                index.MESSAGE_VECTORS, agent_id="a1", embedding=list(query), k=10
+            )
+            return sorted(hit.id for hit in hits)
+        assert ids(vectors[0]) == [1, 2, 3], ids(vectors[0])
+        for row_id in (4, 5):
+            index.vector_put(
+                index.MESSAGE_VECTORS, row_id=row_id, agent_id="a1",
+                embedding=list(vectors[row_id - 1]),
+                metadata={{"session_id": "s1", "role": "user", "msg_type": "normal",
+                          "created_at": row_id}},
+            )
+        index.vector_delete(index.MESSAGE_VECTORS, [2])
+        print("written", flush=True)
+        sys.stdin.readline()  # the test process writes row 6 meanwhile
+        print(ids(vectors[5]), flush=True)
+        """
+    )
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"},
+        "DJANGO_SETTINGS_MODULE": "orca_memory.settings",
+        "ORCA_DB_PATH": str(connection.settings_dict["NAME"]),
+        "ORCA_EMBEDDING_DIM": str(DIM),
+        "ORCA_EMBEDDING_PROVIDER": "none",
+    }
+    other = subprocess.Popen(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert other.stdout.readline().strip() == "written", other.stderr.read()
+
+        assert sorted(hit.id for hit in derived("a1", vectors[0])) == [1, 3, 4, 5]
+        put(6, vectors[5])
+        other.stdin.write("\n")
+        other.stdin.flush()
+        assert other.stdout.readline().strip() == "[1, 3, 4, 5, 6]", other.stderr.read()
+    finally:
+        other.kill()
+        other.wait()
