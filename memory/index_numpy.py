@@ -25,9 +25,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from django.conf import settings
@@ -38,8 +37,6 @@ from memory.index_schema import Filter, Hit, VectorTable
 CHANGES = "vector_changes"
 # A process that has not looked at the log for this many vector writes rebuilds its matrices.
 RETAIN_CHANGES = 100_000
-# Rows read from vec0 per query while building a matrix.
-_BUILD_BATCH = 4096
 # Matrices grow by a quarter: appending one vector copies nothing most of the time, and the
 # spare room stays small next to the matrix.
 _GROWTH = 1.25
@@ -136,26 +133,25 @@ class Matrix:
         for column in self.columns.values():
             column.values = np.resize(column.values, capacity)
 
-    def put(self, rows: Sequence[tuple[Any, ...]]) -> None:
-        """Insert or replace rows read from vec0: (id, *metadata, embedding blob)."""
-        if not rows:
+    def put(self, rows: Rows) -> None:
+        """Insert or replace these rows (read from vec0's storage: `_read_chunks`)."""
+        if not len(rows.ids):
             return
-        blobs = b"".join(row[-1] for row in rows)
-        vectors = unit(np.frombuffer(blobs, dtype=np.float32).reshape(len(rows), -1))
         if self.dimension == 0:  # built while the agent had no vector
-            self.dimension = vectors.shape[1]
+            self.dimension = rows.vectors.shape[1]
             self.vectors = np.zeros((len(self.ids), self.dimension), dtype=np.float32)
-        self._reserve(len(rows))
-        for row, vector in zip(rows, vectors, strict=True):
-            at = self.position.get(row[0])
-            if at is None:
-                at = self.position[row[0]] = self.size
-                self.size += 1
-            self.ids[at] = row[0]
-            self.vectors[at] = vector
-            self.alive[at] = True
-            for column, value in zip(self.columns.values(), row[1:-1], strict=True):
-                column.values[at] = column.encode(value)
+        self._reserve(len(rows.ids))
+        ids = rows.ids.tolist()
+        at = np.fromiter((self.position.get(i, -1) for i in ids), np.int64, len(ids))
+        new = np.flatnonzero(at < 0)  # appended in order, after the rows held
+        at[new] = np.arange(self.size, self.size + len(new))
+        self.position.update(zip(rows.ids[new].tolist(), at[new].tolist(), strict=True))
+        self.size += len(new)
+        self.ids[at] = rows.ids
+        self.vectors[at] = unit(rows.vectors)
+        self.alive[at] = True
+        for name, column in self.columns.items():
+            column.values[at] = [column.encode(value) for value in rows.metadata[name]]
 
     def remove(self, row_ids: Iterable[int]) -> None:
         for row_id in row_ids:
@@ -198,11 +194,14 @@ class _Cache:
         self.matrices: OrderedDict[tuple[str, str, str], Matrix] = OrderedDict()
         # Agents whose matrix alone was over the limit: vec0 answers them from then on.
         self.oversized: set[tuple[str, str, str]] = set()
+        # (database, table) -> whether its vec0 storage has a layout read here.
+        self.formats: dict[tuple[str, str], bool] = {}
 
     def clear(self) -> None:
         with self.lock:
             self.matrices.clear()
             self.oversized.clear()
+            self.formats.clear()
 
     def report(self) -> CacheReport:
         with self.lock:
@@ -246,15 +245,22 @@ def knn(
 ) -> list[Hit] | None:
     """The k nearest of the agent's vectors from its matrix, or None where vec0 must answer
     (the agent's matrix is over the memory bound)."""
-    key = (str(connections[using].settings_dict["NAME"]), table.name, agent_id)
+    database = str(connections[using].settings_dict["NAME"])
+    key = (database, table.name, agent_id)
     with _CACHE.lock:
-        if key in _CACHE.oversized:
+        if key in _CACHE.oversized or not _readable(database, table, using):
             return None
         matrix = _current(key, table, agent_id, using)
         if matrix is None:
             return None
         query = unit(np.asarray(embedding, dtype=np.float32))
         return matrix.knn(query, k, filters)
+
+
+def _readable(database: str, table: VectorTable, using: str) -> bool:
+    if (database, table.name) not in _CACHE.formats:
+        _CACHE.formats[(database, table.name)] = readable(table, _execute(using))
+    return _CACHE.formats[(database, table.name)]
 
 
 def _current(
@@ -273,7 +279,7 @@ def _current(
         else:
             rows = _read(table, agent_id, changed, using)
             matrix.put(rows)
-            matrix.remove(set(changed) - {row[0] for row in rows})
+            matrix.remove(set(changed) - set(rows.ids.tolist()))
             matrix.seen = last
     if matrix is not None and len(matrix.position) * 2 < matrix.size:
         matrix = None  # mostly deleted rows: a rebuild packs it
@@ -310,40 +316,150 @@ def _changed_rows(table: VectorTable, agent_id: str, after: int, using: str) -> 
     return None if None in rows else list(dict.fromkeys(rows))
 
 
-def matrix_columns(table: VectorTable) -> str:
-    """What a matrix reads of a vec0 row, in `Matrix.put`'s order."""
-    return ", ".join([table.key, *table.metadata, "embedding"])
+# --- reading vec0's storage -----------------------------------------------------------------
+#
+# vec0 reads a row at a time slowly: its own scan of one agent's 5,000 vectors of 1,024
+# dimensions took 5 s (it walks every row of the table), a lookup by key 1.8 ms. Its storage
+# is plain tables, read here a chunk (128 rows) at a time: `<t>_chunks` (the partition, a
+# validity bitmap and the rows' ids), `<t>_vector_chunks00` (the chunk's float32 vectors),
+# `<t>_metadatachunks<NN>` (per metadata column: int64 values, or text as a 4-byte length
+# and a 12-byte prefix, the longer texts whole in `<t>_metadatatext<NN>` by row id) and
+# `<t>_rowids` (a row's chunk). That layout is sqlite-vec's, so it is read only from tables
+# created by a version it was checked against (`<t>_info`); others are answered by vec0.
+_KNOWN_FORMATS = frozenset({"v0.1.9"})
+_TEXT_ENTRY = np.dtype([("length", "<i4"), ("prefix", "S12")])
+_TEXT_PREFIX = 12
 
 
-def _read(table: VectorTable, agent_id: str, row_ids: Sequence[int], using: str) -> list[tuple]:
-    """These rows of the agent as vec0 holds them now, (id, *metadata, embedding blob); one
-    lookup each: vec0 answers `=` on its key, not `IN`."""
-    sql = f"SELECT {matrix_columns(table)}, agent_id FROM {table.name} WHERE {table.key} = %s"
-    rows: list[tuple] = []
-    with connections[using].cursor() as cursor:
-        for row_id in row_ids:
-            cursor.execute(sql, [row_id])
-            rows.extend(row[:-1] for row in cursor.fetchall() if row[-1] == agent_id)
-    return rows
+@dataclass(frozen=True)
+class Rows:
+    """Rows of a vector table: ids, their float32 vectors and each metadata column's values."""
+
+    ids: np.ndarray
+    vectors: np.ndarray
+    metadata: dict[str, Sequence[object]]
+
+
+Execute = Callable[[str, Sequence[object]], list[tuple]]
+
+
+def readable(table: VectorTable, execute: Execute) -> bool:
+    """Whether this table's storage has the layout read here."""
+    rows = execute(f"SELECT value FROM {table.name}_info WHERE key = 'CREATE_VERSION'", [])
+    return bool(rows) and rows[0][0] in _KNOWN_FORMATS
+
+
+def read_chunks(table: VectorTable, execute: Execute, where: str, params: list[object]) -> Rows:
+    """The valid rows of the chunks matching `where` (over `c`, the chunks table)."""
+    columns = list(table.metadata)
+    data = "".join(f", m{i}.data" for i in range(len(columns)))
+    joins = "".join(
+        f" JOIN {table.name}_metadatachunks{i:02d} AS m{i} ON m{i}.rowid = c.chunk_id"
+        for i in range(len(columns))
+    )
+    chunks = execute(
+        f"SELECT c.validity, c.rowids, v.vectors{data} FROM {table.name}_chunks AS c "
+        f"JOIN {table.name}_vector_chunks00 AS v ON v.rowid = c.chunk_id{joins} WHERE {where}",
+        params,
+    )
+    ids, vectors, metadata = [], [], {name: [] for name in columns}
+    for validity, rowids, blob, *values in chunks:
+        slots = len(rowids) // 8
+        valid = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")[:slots]
+        valid = valid.astype(bool)
+        chunk_ids = np.frombuffer(rowids, np.int64)[valid]
+        ids.append(chunk_ids)
+        vectors.append(np.frombuffer(blob, np.float32).reshape(slots, -1)[valid])
+        for i, (name, value) in enumerate(zip(columns, values, strict=True)):
+            if table.metadata[name] == "integer":
+                metadata[name].extend(np.frombuffer(value, np.int64)[valid].tolist())
+            else:
+                entries = np.frombuffer(value, _TEXT_ENTRY)[valid]
+                metadata[name].extend(_texts(table, i, chunk_ids, entries, execute))
+    if not ids:
+        return Rows(np.zeros(0, np.int64), np.zeros((0, 0), np.float32), metadata)
+    return Rows(np.concatenate(ids), np.concatenate(vectors), metadata)
+
+
+def _texts(
+    table: VectorTable, column: int, ids: np.ndarray, entries: np.ndarray, execute: Execute
+) -> list[str]:
+    long = [int(i) for i, e in zip(ids, entries, strict=True) if e["length"] > _TEXT_PREFIX]
+    whole: dict[int, str] = {}
+    if long:
+        whole = dict(
+            execute(
+                f"SELECT rowid, data FROM {table.name}_metadatatext{column:02d} "
+                f"WHERE rowid IN ({', '.join(['%s'] * len(long))})",
+                long,
+            )
+        )
+    return [
+        whole[int(i)] if e["length"] > _TEXT_PREFIX else e["prefix"][: e["length"]].decode()
+        for i, e in zip(ids, entries, strict=True)
+    ]
+
+
+def _execute(using: str) -> Execute:
+    def execute(sql: str, params: Sequence[object]) -> list[tuple]:
+        with connections[using].cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchall()
+
+    return execute
+
+
+def _read(table: VectorTable, agent_id: str, row_ids: Sequence[int], using: str) -> Rows:
+    """These rows of the agent as vec0 holds them now (those deleted are missing): the
+    chunks they are in, read whole."""
+    execute = _execute(using)
+    chunk_ids: set[int] = set()
+    for start in range(0, len(row_ids), 500):
+        part = row_ids[start : start + 500]
+        chunk_ids.update(
+            chunk_id
+            for (chunk_id,) in execute(
+                f"SELECT chunk_id FROM {table.name}_rowids "
+                f"WHERE rowid IN ({', '.join(['%s'] * len(part))})",
+                part,
+            )
+        )
+    if not chunk_ids:
+        return read_chunks(table, execute, "0", [])
+    rows = read_chunks(
+        table,
+        execute,
+        f"c.partition00 = %s AND c.chunk_id IN ({', '.join(['%s'] * len(chunk_ids))})",
+        [agent_id, *chunk_ids],
+    )
+    wanted = np.isin(rows.ids, list(row_ids))
+    return Rows(
+        rows.ids[wanted],
+        rows.vectors[wanted],
+        {
+            name: [v for v, w in zip(values, wanted, strict=True) if w]
+            for name, values in rows.metadata.items()
+        },
+    )
 
 
 def _build(table: VectorTable, agent_id: str, seen: int, using: str) -> Matrix | None:
-    """The agent's matrix read from vec0 (its partition), a batch at a time; None as soon as
-    it outgrows the memory bound. The log was read before: a row written meanwhile is read
-    again from the log next time."""
-    limit = _limit()
-    matrix: Matrix | None = None
-    with connections[using].cursor() as cursor:
-        cursor.execute(
-            f"SELECT {matrix_columns(table)} FROM {table.name} WHERE agent_id = %s", [agent_id]
-        )
-        while rows := cursor.fetchmany(_BUILD_BATCH):
-            if matrix is None:
-                matrix = Matrix.empty(table, len(rows[0][-1]) // 4, seen, len(rows))
-            matrix.put(rows)
-            if matrix.nbytes > limit:
-                return None
-    return matrix or Matrix.empty(table, 0, seen, 0)
+    """The agent's matrix read from vec0's storage (its partition); None if it is over the
+    memory bound. The log was read before: a row written meanwhile is read again from the
+    log next time."""
+    execute = _execute(using)
+    ((vector_bytes,),) = execute(
+        f"SELECT coalesce(sum(length(v.vectors)), 0) FROM {table.name}_chunks AS c "
+        f"JOIN {table.name}_vector_chunks00 AS v ON v.rowid = c.chunk_id "
+        "WHERE c.partition00 = %s",
+        [agent_id],
+    )
+    if vector_bytes > _limit():
+        return None
+    rows = read_chunks(table, execute, "c.partition00 = %s", [agent_id])
+    matrix = Matrix.empty(table, rows.vectors.shape[1], seen, len(rows.ids))
+    matrix.put(rows)
+    return matrix
 
 
 def _evict() -> None:

@@ -75,13 +75,15 @@ def test_it_returns_what_vec0_returns_with_scope_and_filters():
             row_id,
             vector,
             agent=f"a{row_id % 3}",
-            session=f"s{row_id % 7}",
+            # vec0 keeps 12 bytes of a text inline, the rest apart: both kinds, in UTF-8.
+            session=f"s{row_id % 7}" if row_id % 2 else f"会话-{row_id % 7}-一个很长的名字",
             role="assistant" if row_id % 2 else "user",
         )
     queries = clustered(20, seed=2)
     filter_sets = [
         (),
         (Filter("session_id", "=", "s3"),),
+        (Filter("session_id", "=", "会话-4-一个很长的名字"),),
         (Filter("session_id", "!=", "s3"), Filter("role", "=", "assistant")),
         (Filter("created_at", ">=", 100), Filter("created_at", "<", 400)),
         (Filter("session_id", "=", "no such session"),),
@@ -328,3 +330,18 @@ def test_two_processes_see_each_others_writes(tmp_path):
     finally:
         other.kill()
         other.wait()
+
+
+def test_a_table_of_an_unknown_vec0_layout_is_answered_by_vec0():
+    vectors = clustered(5, seed=15)
+    for row_id, vector in enumerate(vectors, start=1):
+        put(row_id, vector)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {MESSAGE_VECTORS.name}_info SET value = 'v9.9.9' WHERE key = 'CREATE_VERSION'"
+        )
+
+    hits = derived("a1", vectors[2])
+
+    assert index_numpy.report().matrices == 0
+    assert_same(hits, vec0("a1", vectors[2]))

@@ -244,14 +244,16 @@ class Command(BaseCommand):
         layout's vec0 table, after the change log lookup each query makes."""
         table = index.MESSAGE_VECTORS
         start = time.perf_counter()
-        rows = conn.execute(
-            f"SELECT {index_numpy.matrix_columns(table)} FROM {table.name} WHERE agent_id = ?",
-            (f"agent-{QUERY_AGENT}",),
-        ).fetchall()
-        matrix = index_numpy.Matrix.empty(table, len(rows[0][-1]) // 4, 0, len(rows))
+        rows = index_numpy.read_chunks(
+            table,
+            lambda sql, params: conn.execute(sql.replace("%s", "?"), params).fetchall(),
+            "c.partition00 = %s",
+            [f"agent-{QUERY_AGENT}"],
+        )
+        matrix = index_numpy.Matrix.empty(table, rows.vectors.shape[1], 0, len(rows.ids))
         matrix.put(rows)
         self.stderr.write(
-            f"derived index: {len(rows):,} vectors read and built in "
+            f"derived index: {len(rows.ids):,} vectors read and built in "
             f"{time.perf_counter() - start:.2f} s, {matrix.nbytes / 2**20:.0f} MiB"
         )
         conn.execute(f"CREATE TABLE IF NOT EXISTS {index_numpy.CHANGES} (id INTEGER PRIMARY KEY)")
