@@ -6,6 +6,7 @@ One view per page. An htmx request gets only the part of the page it swaps (a Dj
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.conf import settings
@@ -63,8 +64,17 @@ SESSIONS_PER_PAGE = 25
 MESSAGES_PER_PAGE = 100
 MEMORIES_PER_PAGE = 25
 RECENT_SESSIONS = 8
+MAX_ID = 2**63 - 1  # a larger number is no row's id, and overflows the database's integers
 # The event a deleted card's answer sends: the memory list reloads itself, counts included.
 MEMORIES_CHANGED = "memories-changed"
+LAYER_SHORT_LABELS = {
+    "working": "Working",
+    "short_term": "Short-term",
+    "long_term": "Long-term",
+    "recall": "Recall",
+}
+# The preview's order: what the query chose first, the session's own messages last.
+PREVIEW_ORDER = ("long_term", "recall", "short_term", "working")
 LAYER_LABELS = {
     "working": "Working memory",
     "short_term": "Short-term memory",
@@ -187,24 +197,78 @@ def _run_of(message: MainMessage) -> dict[str, Any] | None:
     return run
 
 
-def _layers(built: Context) -> list[dict[str, Any]]:
-    """Each layer with its share of the bar: used tokens against the layer's budget."""
-    return [
-        {
-            "name": name,
-            "label": LAYER_LABELS[name],
-            "layer": layer,
-            "percent": min(100, round(100 * layer.used / layer.budget)) if layer.budget else 0,
-            "over": layer.used > layer.budget,
-        }
-        for name, layer in built.layers.items()
-    ]
+def message_url(agent_id: str, session_id: str, message_id: int) -> str:
+    """A message inside its session's page: the page that holds it, scrolled to it."""
+    url = reverse("session", args=[agent_id, session_id])
+    return f"{url}?at={message_id}#message-{message_id}"
+
+
+def _layers(agent_id: str, session_id: str, built: Context) -> list[dict[str, Any]]:
+    """Each layer, those chosen for the query first (working memory, often the longest, comes
+    last), with its share of the bar (used tokens against its budget), and its items and the
+    candidates it left out, each with a link: a message to its place in its session, a
+    memory to its page, a summary to its card on this page."""
+    recall_left_out = [left.id for left in built.layers["recall"].left_out]
+    sessions_of = dict(
+        MainMessage.objects.filter(agent_id=agent_id, pk__in=recall_left_out).values_list(
+            "pk", "session_id"
+        )
+        if recall_left_out
+        else ()
+    )
+
+    def link(name: str, pk: int, in_session: str | None) -> str | None:
+        if name == "long_term":
+            return reverse("memory", args=[pk])
+        if name == "short_term":
+            return f"#summary-{pk}"
+        return message_url(agent_id, in_session, pk) if in_session else None
+
+    rows = []
+    for name in PREVIEW_ORDER:
+        layer = built.layers[name]
+        items = [
+            (item, link(name, item.id, item.details.get("session_id", session_id)))
+            for item in layer.items
+        ]
+        left_out = [
+            (left, link(name, left.id, sessions_of.get(left.id, session_id)))
+            for left in layer.left_out
+        ]
+        rows.append(
+            {
+                "name": name,
+                "label": LAYER_LABELS[name],
+                "short_label": LAYER_SHORT_LABELS[name],
+                "layer": layer,
+                "items": items,
+                "left_out": left_out,
+                "percent": min(100, round(100 * layer.used / layer.budget)) if layer.budget else 0,
+                "over": layer.used > layer.budget,
+            }
+        )
+    return rows
+
+
+def _page_of(messages: QuerySet[MainMessage], at: str | None) -> int | None:
+    """The number of the page that holds message `at` (`?at=`, how links reach a message
+    inside its session), or None when it is not one of `messages`."""
+    if not (at and at.isdigit() and int(at) <= MAX_ID):
+        return None
+    found = messages.filter(pk=int(at)).values_list("timestamp", flat=True).first()
+    if found is None:
+        return None
+    before = messages.filter(Q(timestamp__lt=found) | Q(timestamp=found, pk__lt=int(at)))
+    return before.count() // MESSAGES_PER_PAGE + 1
 
 
 def _session_context(
     request: HttpRequest, agent_id: str, session_id: str, form: ContextForm
 ) -> dict[str, Any]:
-    page = _page(request, session_messages(agent_id, session_id), MESSAGES_PER_PAGE)
+    messages = session_messages(agent_id, session_id)
+    page = Paginator(messages, MESSAGES_PER_PAGE).get_page(
+        request.GET.get("page") or _page_of(messages, request.GET.get("at"))
+    )
     if not page.paginator.count:
         raise Http404(f"Agent {agent_id} has no session {session_id}.")
     timeline = list(page)
@@ -242,7 +306,12 @@ def context_preview(request: HttpRequest, agent_id: str, session_id: str) -> Htt
             query=form.cleaned_data["query"] or None,
             model_window=form.cleaned_data["model_window"],
         )
-        context.update(built=built, layers=_layers(built))
+        context.update(
+            built=built,
+            layers=_layers(agent_id, session_id, built),
+            # As an agent receives them: the JSON an OpenAI-compatible chat API is sent.
+            messages_json=json.dumps(built.messages, ensure_ascii=False, indent=2),
+        )
     return render_page(request, "memory/session.html", context, partial="context")
 
 

@@ -1,0 +1,87 @@
+"""The inspector's session page in Chromium: the context preview's explanation, the
+consolidation panel, sub-agent markers, reading a long session; and how fast its pages load
+at 10,000 memories and a 1,000-message session.
+
+Screenshots land in test-results/ (inspector_*.png).
+"""
+
+from __future__ import annotations
+
+import json
+
+from memory.memories import memory_create
+from memory.messages import message_add
+from tests.test_ui_browser import BROWSER_TESTS, browser, page, shoot  # noqa: F401 (fixtures)
+
+pytestmark = BROWSER_TESTS
+
+
+def test_the_preview_leads_with_its_explanation_and_the_json_as_sent(
+    conversation,
+    page,  # noqa: F811
+    live_server,
+):
+    from playwright.sync_api import expect
+
+    earlier = message_add(
+        agent_id="agent-a", session_id="s-0", role="user", content="I brew green tea at seven."
+    )
+    for n in range(2):
+        memory_create(
+            agent_id="agent-a",
+            content=f"note {n}: the office kitchen stocks green tea among many other drinks",
+            memory_type="fact",
+            actor="api",
+        )
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    page.goto(f"{live_server.url}/sessions/agent-a/s-1/")
+    page.fill("input[name=query]", "green tea")
+    page.click("button:has-text('Preview')")
+
+    overview = page.locator("table.layers")
+    expect(overview.locator("tbody tr")).to_have_count(4)
+    expect(overview.locator("tbody tr").first).to_contain_text("Long-term")
+    expect(overview.locator("tbody tr").first).to_contain_text("+1 out")
+    long_term = page.locator(".layer-long_term")
+    expect(long_term.locator(".items")).to_contain_text("score 1.000")
+    expect(long_term.locator(".left-out")).to_contain_text("ranked below the 2 chosen")
+    shoot(page, "inspector_preview")
+
+    # Copy puts the JSON on the clipboard; it is what the page shows.
+    page.locator("details.sent > summary").click()
+    page.locator("button.copy").click()
+    expect(page.locator("button.copy")).to_have_text("Copied")
+    copied = page.evaluate("navigator.clipboard.readText()")
+    sent = json.loads(copied)
+    assert sent[0]["role"] == "system" and "green tea" in sent[0]["content"]
+    assert json.loads(page.locator("#messages-json").inner_text()) == sent
+
+    # A recalled message's link opens its session at that message.
+    page.locator(f".layer-recall a:has-text('#{earlier.pk}')").click()
+    page.wait_for_url(f"**/sessions/agent-a/s-0/?at={earlier.pk}#message-{earlier.pk}")
+    expect(page.locator(f"#message-{earlier.pk}")).to_be_visible()
+
+
+def test_the_copy_button_is_hidden_without_javascript(
+    browser,  # noqa: F811
+    live_server,
+    admin_user,
+    conversation,
+):
+    from playwright.sync_api import expect
+
+    context = browser.new_context(java_script_enabled=False)
+    context.set_default_timeout(5000)
+    page = context.new_page()  # noqa: F811
+    page.goto(live_server.url + "/login/")
+    page.fill("input[name=username]", "admin")
+    page.fill("input[name=password]", "password")
+    page.click("button:has-text('Sign in')")
+    page.goto(f"{live_server.url}/sessions/agent-a/s-1/")
+    page.fill("input[name=query]", "green tea")
+    page.click("button:has-text('Preview')")
+    expect(page.locator("table.layers")).to_be_visible()
+    page.locator("details.sent > summary").click()
+    expect(page.locator("#messages-json")).to_contain_text('"role": "system"')
+    expect(page.locator("button.copy")).to_be_hidden()
+    context.close()

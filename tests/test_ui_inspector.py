@@ -1,0 +1,112 @@
+"""The inspector's session page: the context preview's explanation, the consolidation panel,
+sub-agent markers, reading a long session. Through Django's test client."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.urls import reverse
+
+from memory.memories import memory_create
+from memory.messages import message_add
+from memory.models import LongTermMemory
+from tests.test_ui_views import ESCAPED, HTMX, XSS, session_url
+
+pytestmark = pytest.mark.django_db
+
+
+def preview(client, query: str, *, session_id: str = "s-1", window: int = 8192):
+    url = reverse("context_preview", args=["agent-a", session_id])
+    return client.post(url, {"query": query, "model_window": window}, headers=HTMX)
+
+
+def test_the_preview_explains_each_layer_with_links_and_what_was_left_out(
+    admin_client, conversation, django_assert_max_num_queries
+):
+    earlier = message_add(
+        agent_id="agent-a", session_id="s-0", role="user", content="I brew green tea at seven."
+    )
+    lesser = [
+        memory_create(
+            agent_id="agent-a",
+            content=f"note {n}: the office kitchen stocks green tea among many other drinks",
+            memory_type="fact",
+            actor="api",
+        )
+        for n in range(2)
+    ]
+
+    with django_assert_max_num_queries(40):
+        response = preview(admin_client, "green tea")
+
+    body = response.content.decode()
+    assert response.status_code == 200
+    rows = response.context["layers"]
+    assert [row["name"] for row in rows] == ["long_term", "recall", "short_term", "working"]
+    # The overview table leads: each layer's budget, use, method.
+    assert '<table class="layers">' in body
+    assert body.index('<table class="layers">') < body.index('id="layer-long_term"')
+    long_term = rows[0]
+    assert [item.id for item, _ in long_term["items"]][0] == conversation.tea.pk
+    assert f'href="{reverse("memory", args=[conversation.tea.pk])}"' in body
+    # The two lesser matches did not make the top 2: listed, linked, with why and a score.
+    left = {left.id: (left.reason, url) for left, url in long_term["left_out"]}
+    outranked = [m.pk for m in lesser if m.pk in left]
+    assert len(outranked) == 1
+    for pk in outranked:
+        assert left[pk] == ("ranked below the 2 chosen", reverse("memory", args=[pk]))
+        assert f"#{pk}</a>: ranked below the 2 chosen" in body
+    # A recalled message links to its place inside its session's page.
+    recalled = {item.id: url for item, url in rows[1]["items"]}
+    at_earlier = (
+        reverse("session", args=["agent-a", "s-0"]) + f"?at={earlier.pk}#message-{earlier.pk}"
+    )
+    assert recalled[earlier.pk] == at_earlier
+    assert f'href="{at_earlier}"' in body
+    working = {item.id: url for item, url in rows[3]["items"]}
+    assert working[conversation.reply.pk].endswith(
+        f"?at={conversation.reply.pk}#message-{conversation.reply.pk}"
+    )
+    # The messages as sent, as JSON.
+    sent = json.loads(response.context["messages_json"])
+    assert sent == response.context["built"].messages
+    assert sent[0]["role"] == "system" and "green tea" in sent[0]["content"]
+    assert 'id="messages-json"' in body and 'data-copy="#messages-json"' in body
+    for memory in (conversation.tea, *lesser):
+        memory.refresh_from_db()
+    assert conversation.tea.access_count == 1
+    assert all(m.access_count == (0 if m.pk in outranked else 1) for m in lesser)
+
+
+def test_the_preview_names_the_identity_rule(admin_client, conversation):
+    response = preview(admin_client, "do you remember me?")
+    assert response.context["built"].identity_recall
+    assert "Identity rule: the query asks about the user" in response.content.decode()
+
+
+def test_the_preview_escapes_what_it_shows(admin_client, conversation):
+    LongTermMemory.objects.filter(pk=conversation.tea.pk).update(content=f"green tea {XSS}")
+    body = preview(admin_client, "green tea").content.decode()
+    assert ESCAPED in body and XSS not in body
+    # The JSON too: its quotes and brackets are escaped inside the <pre>.
+    assert "&quot;role&quot;: &quot;system&quot;" in body
+
+
+def test_a_link_to_a_message_opens_the_page_that_holds_it(admin_client, conversation):
+    many = [
+        message_add(agent_id="agent-a", session_id="s-1", role="user", content=f"line {n}")
+        for n in range(150)
+    ]
+    for message, page in ((many[0], 1), (many[120], 2), (many[-1], 2)):
+        response = admin_client.get(session_url(), {"at": message.pk})
+        assert response.context["page"].number == page
+        assert f'id="message-{message.pk}"' in response.content.decode()
+    # An explicit page wins; a message of another session, or no number, is the first page.
+    assert (
+        admin_client.get(session_url(), {"at": many[-1].pk, "page": 1}).context["page"].number == 1
+    )
+    other = message_add(agent_id="agent-a", session_id="s-2", role="user", content="elsewhere")
+    for at in (other.pk, "x", "9" * 40):
+        response = admin_client.get(session_url(), {"at": at})
+        assert (response.status_code, response.context["page"].number) == (200, 1)
