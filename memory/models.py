@@ -276,10 +276,13 @@ class MemoryAction(models.TextChoices):
 
 
 CONSOLIDATION = "consolidation"  # the actor of what consolidation writes
+# The key of a history row's `changes` naming the consolidation run that created or merged
+# the memory (the session page lists each run's memories by it).
+RUN_NOTE = "consolidation_run"
 # The history's fields holding times (as ISO text: `changes` and `old_values` are JSON).
 TIME_FIELDS = frozenset({"expires_at", "archived_at"})
 # What a history row may hold besides the fields it changed.
-NOTE_KEYS = frozenset({"reverted_to", "proposed_content", "content_kept"})
+NOTE_KEYS = frozenset({"reverted_to", "proposed_content", "content_kept", RUN_NOTE})
 ACTION_LABELS = {
     MemoryAction.CREATE: "created",
     MemoryAction.UPDATE: "edited",

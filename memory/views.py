@@ -7,6 +7,7 @@ One view per page. An htmx request gets only the part of the page it swaps (a Dj
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
@@ -39,6 +40,9 @@ from memory.memories import (
 from memory.memories import memory_restore as memory_restore_flow
 from memory.messages import session_messages
 from memory.models import (
+    CONSOLIDATION,
+    RUN_NOTE,
+    ConsolidationRun,
     LongTermMemory,
     LongTermMemoryHistory,
     MainMessage,
@@ -64,6 +68,7 @@ SESSIONS_PER_PAGE = 25
 MESSAGES_PER_PAGE = 100
 MEMORIES_PER_PAGE = 25
 RECENT_SESSIONS = 8
+CONSOLIDATION_RUNS_SHOWN = 20
 MAX_ID = 2**63 - 1  # a larger number is no row's id, and overflows the database's integers
 # The event a deleted card's answer sends: the memory list reloads itself, counts included.
 MEMORIES_CHANGED = "memories-changed"
@@ -262,6 +267,40 @@ def _page_of(messages: QuerySet[MainMessage], at: str | None) -> int | None:
     return before.count() // MESSAGES_PER_PAGE + 1
 
 
+@dataclass
+class RunMemories:
+    """A consolidation run of the session and the memories it created and merged, as their
+    history rows name them (rows written before runs were named there have no list)."""
+
+    run: ConsolidationRun
+    created: list[tuple[int, LongTermMemory | None]] = field(default_factory=list)
+    merged: list[tuple[int, LongTermMemory | None]] = field(default_factory=list)
+
+
+def _consolidation(agent_id: str, session_id: str) -> list[RunMemories]:
+    """The session's newest consolidation runs with their memories (None: since deleted),
+    in three queries however many there are."""
+    runs = {
+        run.pk: RunMemories(run)
+        for run in ConsolidationRun.objects.filter(
+            agent_id=agent_id, session_id=session_id
+        ).order_by("-requested_at", "-id")[:CONSOLIDATION_RUNS_SHOWN]
+    }
+    made = LongTermMemoryHistory.objects.filter(
+        agent_id=agent_id,
+        actor=CONSOLIDATION,
+        action__in=(MemoryAction.CREATE, MemoryAction.MERGE),
+        **{f"changes__{RUN_NOTE}__in": list(runs)},
+    ).values_list(f"changes__{RUN_NOTE}", "memory_id", "action")
+    rows = list(made.order_by("id")) if runs else []
+    memories = LongTermMemory.objects.in_bulk({memory_id for _, memory_id, _ in rows})
+    for run_id, memory_id, action in rows:
+        entry = runs[run_id]
+        found = (memory_id, memories.get(memory_id))
+        (entry.created if action == MemoryAction.CREATE else entry.merged).append(found)
+    return list(runs.values())
+
+
 def _session_context(
     request: HttpRequest, agent_id: str, session_id: str, form: ContextForm
 ) -> dict[str, Any]:
@@ -280,6 +319,9 @@ def _session_context(
         "page": page,
         "timeline": timeline,
         "summaries": ShortTermMemory.objects.of_session(agent_id, session_id),
+        "consolidation": _consolidation(agent_id, session_id)
+        if request.user.has_perm("memory.view_consolidationrun")
+        else None,
         "form": form,
     }
 

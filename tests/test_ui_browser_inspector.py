@@ -85,3 +85,38 @@ def test_the_copy_button_is_hidden_without_javascript(
     expect(page.locator("#messages-json")).to_contain_text('"role": "system"')
     expect(page.locator("button.copy")).to_be_hidden()
     context.close()
+
+
+def test_the_consolidation_panel_links_each_runs_memories(
+    conversation,
+    page,  # noqa: F811
+    live_server,
+):
+    from playwright.sync_api import expect
+
+    from memory.maintenance import consolidate_session
+    from memory.models import ConsolidationRun, LongTermMemory
+
+    message_add(
+        agent_id="agent-a", session_id="s-1", role="user", content="I am allergic to peanuts."
+    )
+    run = consolidate_session(agent_id="agent-a", session_id="s-1")
+    ConsolidationRun.objects.create(
+        agent_id="agent-a",
+        session_id="s-1",
+        trigger="turns",
+        status="failed",
+        reason="the chat model's answer was not valid JSON, twice",
+    )
+    made = LongTermMemory.objects.get(source_session="s-1")
+
+    page.goto(f"{live_server.url}/sessions/agent-a/s-1/")
+    panel = page.locator("#consolidation")
+    expect(panel.locator(".consolidation-run")).to_have_count(2)
+    expect(panel.locator(f"#run-{run.pk}")).to_contain_text("1 created · 0 merged")
+    expect(panel.locator(".badge.status-failed")).to_have_text("failed")
+    expect(panel).to_contain_text("not valid JSON")
+    shoot(page, "inspector_consolidation")
+    panel.locator(f"a:has-text('#{made.pk}')").click()
+    page.wait_for_url(f"**/memories/{made.pk}/")
+    expect(page.locator(f"#memory-{made.pk}")).to_contain_text("allergic to peanuts")

@@ -110,3 +110,73 @@ def test_a_link_to_a_message_opens_the_page_that_holds_it(admin_client, conversa
     for at in (other.pk, "x", "9" * 40):
         response = admin_client.get(session_url(), {"at": at})
         assert (response.status_code, response.context["page"].number) == (200, 1)
+
+
+# --- the consolidation panel --------------------------------------------------------------
+
+
+def test_the_session_shows_its_consolidation_runs_and_their_memories(
+    admin_client, conversation, django_assert_max_num_queries
+):
+    from memory.maintenance import consolidate_session
+    from memory.memories import memory_delete
+    from memory.models import ConsolidationRun
+
+    empty = admin_client.get(session_url())
+    assert empty.context["consolidation"] == []
+    assert "Not consolidated yet" in empty.content.decode()
+
+    message_add(
+        agent_id="agent-a", session_id="s-1", role="user", content="I am allergic to peanuts."
+    )
+    message_add(agent_id="agent-a", session_id="s-1", role="user", content="I live in Lisbon.")
+    first = consolidate_session(agent_id="agent-a", session_id="s-1")
+    assert (first.status, first.created) == ("done", 2)
+    made = list(LongTermMemory.objects.filter(source_session="s-1").order_by("id"))
+    memory_delete(made[1], actor="api")
+    # Another run (after the agent's 30-second window) confirms the first memory.
+    ConsolidationRun.objects.filter(pk=first.pk).update(
+        started_at=first.started_at.replace(year=2020),
+        finished_at=first.finished_at.replace(year=2020),
+    )
+    message_add(
+        agent_id="agent-a", session_id="s-1", role="user", content="I am allergic to peanuts!"
+    )
+    second = consolidate_session(agent_id="agent-a", session_id="s-1")
+    assert (second.status, second.created, second.merged) == ("done", 0, 1)
+    failed = ConsolidationRun.objects.create(
+        agent_id="agent-a", session_id="s-1", trigger="turns", status="failed", reason=f"boom {XSS}"
+    )
+
+    with django_assert_max_num_queries(16):
+        response = admin_client.get(session_url())
+
+    body = response.content.decode()
+    runs = response.context["consolidation"]
+    assert [entry.run.pk for entry in runs] == [failed.pk, second.pk, first.pk]
+    assert [(pk, m.pk if m else None) for pk, m in runs[2].created] == [
+        (made[0].pk, made[0].pk),
+        (made[1].pk, None),  # deleted since: its page keeps the history
+    ]
+    assert [pk for pk, _ in runs[1].merged] == [made[0].pk]
+    assert (
+        f'<a href="{reverse("memory", args=[made[1].pk])}">#{made[1].pk}</a> <span class="muted">(deleted)</span>'
+        in body
+    )
+    assert f'merged into <a href="{reverse("memory", args=[made[0].pk])}">' in body
+    assert '<span class="badge status-failed">failed</span>' in body
+    assert f"boom {ESCAPED}" in body
+    assert "2 created · 0 merged" in body and "0 created · 1 merged" in body
+
+
+def test_the_consolidation_panel_needs_its_permission(client, conversation):
+    from django.contrib.auth.models import Permission, User
+
+    user = User.objects.create_user("ann", password="pw")
+    names = ["view_mainmessage", "view_shorttermmemory"]
+    user.user_permissions.set(Permission.objects.filter(codename__in=names))
+    client.force_login(user)
+    response = client.get(session_url())
+    assert response.status_code == 200
+    assert response.context["consolidation"] is None
+    assert 'id="consolidation"' not in response.content.decode()
