@@ -7,6 +7,7 @@ One view per page. An htmx request gets only the part of the page it swaps (a Dj
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +22,7 @@ from django.shortcuts import redirect, render
 from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -38,7 +39,7 @@ from memory.memories import (
     memory_versions,
 )
 from memory.memories import memory_restore as memory_restore_flow
-from memory.messages import session_messages
+from memory.messages import RUN_METADATA_KEY, session_messages
 from memory.models import (
     CONSOLIDATION,
     RUN_NOTE,
@@ -113,6 +114,48 @@ def all_sessions(agent_id: str = "", query: str = "") -> QuerySet[MainMessage, d
     return sessions
 
 
+# A parent message's sub-agent runs: {agent name: finished}, by (agent, session, parent id).
+Runs = dict[tuple[str, str, int], dict[str, bool]]
+
+
+def subagent_runs(parents: QuerySet[MainMessage], results: QuerySet[MainMessage]) -> Runs:
+    """The sub-agent runs that `parents` started: a run with replies recorded (the
+    subagents app's rows, read through their foreign key's reverse name: memory imports no
+    subagents module), or finished (a result among `results`, `metadata.subagent`). Two
+    queries, however many messages."""
+    runs: Runs = {}
+    replied = parents.filter(subagent_messages__isnull=False).values_list(
+        "agent_id", "session_id", "pk", "subagent_messages__agent_name"
+    )
+    for agent_id, session_id, parent, name in replied.distinct():
+        runs.setdefault((agent_id, session_id, parent), {}).setdefault(name, False)
+    finished = results.filter(role=Role.TOOL, metadata__has_key=RUN_METADATA_KEY)
+    for message in finished.only("agent_id", "session_id", "role", "metadata"):
+        run = _run_of(message)
+        if run is not None:
+            key = (message.agent_id, message.session_id, run["parent_msg_id"])
+            runs.setdefault(key, {})[run["agent_name"]] = True
+    return runs
+
+
+def _with_run_counts(sessions: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Session rows (all_sessions()) with `subagent_runs`: how many sub-agent runs their
+    messages started."""
+    rows = list(sessions)
+    if not rows:
+        return rows
+    scope = Q()
+    for row in rows:
+        scope |= Q(agent_id=row["agent_id"], session_id=row["session_id"])
+    messages = MainMessage.objects.filter(scope)
+    counts: dict[tuple[str, str], int] = {}
+    for (agent_id, session_id, _), names in subagent_runs(messages, messages).items():
+        counts[agent_id, session_id] = counts.get((agent_id, session_id), 0) + len(names)
+    for row in rows:
+        row["subagent_runs"] = counts.get((row["agent_id"], row["session_id"]), 0)
+    return rows
+
+
 def health_notes(health: Health) -> list[str]:
     """What the health report means for the service, in plain words; empty when all is well."""
     if not health.database.get("ok"):
@@ -166,7 +209,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         "memory_counts": [
             (value, label, by_type.get(value, 0)) for value, label in MemoryType.choices
         ],
-        "recent_sessions": all_sessions()[:RECENT_SESSIONS],
+        "recent_sessions": _with_run_counts(all_sessions()[:RECENT_SESSIONS]),
     }
     return render(request, "memory/dashboard.html", context)
 
@@ -176,11 +219,13 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 def sessions(request: HttpRequest) -> HttpResponse:
     agent_id = request.GET.get("agent", "")
     query = request.GET.get("q", "").strip()
+    page = _page(request, all_sessions(agent_id, query), SESSIONS_PER_PAGE)
     context = {
         "agents": _agents(MainMessage),
         "agent": agent_id,
         "q": query,
-        "page": _page(request, all_sessions(agent_id, query), SESSIONS_PER_PAGE),
+        "page": page,
+        "rows": _with_run_counts(page),
     }
     return render_page(request, "memory/sessions.html", context, partial="session_list")
 
@@ -311,8 +356,23 @@ def _session_context(
     if not page.paginator.count:
         raise Http404(f"Agent {agent_id} has no session {session_id}.")
     timeline = list(page)
+    ids = [message.pk for message in timeline]
+    runs = subagent_runs(
+        MainMessage.objects.filter(pk__in=ids),
+        MainMessage.objects.filter(agent_id=agent_id, session_id=session_id),
+    )
     for message in timeline:
         message.run = _run_of(message)
+        # The runs this message started, each linked, finished or not.
+        started = runs.get((agent_id, session_id, message.pk), {})
+        message.started_runs = [
+            (
+                name,
+                finished,
+                f"{reverse('subagent_run', args=[message.pk])}?{urlencode({'agent': name})}",
+            )
+            for name, finished in sorted(started.items())
+        ]
     return {
         "agent_id": agent_id,
         "session_id": session_id,

@@ -120,3 +120,32 @@ def test_the_consolidation_panel_links_each_runs_memories(
     panel.locator(f"a:has-text('#{made.pk}')").click()
     page.wait_for_url(f"**/memories/{made.pk}/")
     expect(page.locator(f"#memory-{made.pk}")).to_contain_text("allergic to peanuts")
+
+
+def test_runs_are_flagged_in_the_list_and_marked_on_the_message_that_started_them(
+    conversation,
+    page,  # noqa: F811
+    live_server,
+):
+    from playwright.sync_api import expect
+
+    from subagents.runs import subagent_record
+
+    subagent_record(
+        parent=conversation.ask, agent_name="checker", role="assistant", content="Still checking."
+    )
+    page.goto(f"{live_server.url}/sessions/")
+    row = page.locator("#session-list tr", has_text="s-1")
+    expect(row.locator(".run-marker")).to_have_text("2 sub-agent runs")
+    shoot(page, "inspector_sessions_runs")
+
+    row.locator("a", has_text="s-1").click()
+    marker = page.locator(f"#message-{conversation.ask.pk} .started-runs")
+    expect(marker).to_contain_text("started 2 sub-agent runs")
+    expect(marker).to_contain_text("checker running")
+    expect(marker).to_contain_text("researcher finished")
+    shoot(page, "inspector_session_runs", full_page=False)
+    marker.locator("a", has_text="checker").click()
+    page.wait_for_url(f"**/messages/{conversation.ask.pk}/subagent/?agent=checker")
+    expect(page.locator(".run")).to_contain_text("Still checking.")
+    expect(page.locator(".run .badge.wait")).to_have_text("running")

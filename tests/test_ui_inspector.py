@@ -180,3 +180,60 @@ def test_the_consolidation_panel_needs_its_permission(client, conversation):
     assert response.status_code == 200
     assert response.context["consolidation"] is None
     assert 'id="consolidation"' not in response.content.decode()
+
+
+# --- sub-agent runs -----------------------------------------------------------------------
+
+
+def test_a_message_that_started_runs_links_each_finished_or_not(
+    admin_client, conversation, django_assert_max_num_queries
+):
+    from subagents.runs import subagent_record
+
+    subagent_record(
+        parent=conversation.ask, agent_name="checker", role="assistant", content="Still checking."
+    )
+    with django_assert_max_num_queries(16):
+        response = admin_client.get(session_url())
+    body = response.content.decode()
+    timeline = {m.pk: m for m in response.context["timeline"]}
+    base = reverse("subagent_run", args=[conversation.ask.pk])
+    assert timeline[conversation.ask.pk].started_runs == [
+        ("checker", False, f"{base}?agent=checker"),
+        ("researcher", True, f"{base}?agent=researcher"),
+    ]
+    assert timeline[conversation.reply.pk].started_runs == []
+    assert "started 2 sub-agent runs" in body
+    assert (
+        f'<a href="{base}?agent=checker">checker</a> <span class="badge wait">running</span>'
+        in body
+    )
+    assert (
+        f'<a href="{base}?agent=researcher">researcher</a> <span class="badge ok">finished</span>'
+        in body
+    )
+    # The unfinished run's page answers, with its replies.
+    run_page = admin_client.get(f"{base}?agent=checker")
+    assert "Still checking." in run_page.content.decode()
+
+
+def test_the_session_list_flags_sessions_with_runs(
+    admin_client, conversation, django_assert_max_num_queries
+):
+    from subagents.runs import subagent_record
+
+    quiet = message_add(agent_id="agent-a", session_id="s-quiet", role="user", content="hello")
+    busy = message_add(
+        agent_id="agent-b", session_id="s-1", role="user", content="same id, other agent"
+    )
+    subagent_record(parent=busy, agent_name="a", role="assistant", content="working")
+    subagent_record(parent=busy, agent_name="b", role="assistant", content="working")
+    subagent_record(parent=busy, agent_name="c", role="assistant", content="working")
+    with django_assert_max_num_queries(10):
+        response = admin_client.get(reverse("sessions"))
+    runs = {(r["agent_id"], r["session_id"]): r["subagent_runs"] for r in response.context["rows"]}
+    assert runs == {("agent-a", "s-1"): 1, ("agent-a", quiet.session_id): 0, ("agent-b", "s-1"): 3}
+    body = response.content.decode()
+    assert "1 sub-agent run</span>" in body and "3 sub-agent runs</span>" in body
+    dashboard = admin_client.get(reverse("dashboard")).content.decode()
+    assert "3 sub-agent runs</span>" in dashboard
