@@ -14,12 +14,14 @@ from typing import Any
 from django import forms
 from django.db.models import F, QuerySet
 
-from memory.messages import RUN_METADATA_KEY, message_check
+from memory.messages import RUN_METADATA_KEY, message_check, session_messages
 from memory.models import (
     LongTermMemory,
     MainMessage,
     MemoryAction,
     MemoryType,
+    MessageType,
+    Role,
     ShortTermMemory,
 )
 from memory.validation import InvalidInput, check_content
@@ -102,6 +104,45 @@ class MemoryFilterForm(forms.Form):
             memories = memories.filter(archived_at__isnull=False)
         _, order = self.SORTS[choice.get("sort") or self.DEFAULT_SORT]
         return memories.order_by(*order)
+
+
+class TimelineForm(forms.Form):
+    """A session page's `?q=` (text in the session), `role`, `type` and `order`; an invalid
+    value is ignored, as the memory list's filters are."""
+
+    ORDERS = {"oldest": "oldest first", "newest": "newest first"}
+
+    q = forms.CharField(
+        required=False,
+        widget=forms.TextInput(attrs={"type": "search", "placeholder": "text in this session"}),
+    )
+    role = forms.ChoiceField(required=False, choices=[("", "any role"), *Role.choices])
+    type = forms.ChoiceField(required=False, choices=[("", "any type"), *MessageType.choices])
+    order = forms.ChoiceField(required=False, choices=ORDERS.items())
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        super().__init__(data)
+        self.is_valid()  # cleaned_data: the valid values only
+
+    @property
+    def newest_first(self) -> bool:
+        return self.cleaned_data.get("order") == "newest"
+
+    @property
+    def narrowed(self) -> bool:
+        """Some messages of the session may not be shown."""
+        return any(self.cleaned_data.get(name) for name in ("q", "role", "type"))
+
+    def messages(self, agent_id: str, session_id: str) -> QuerySet[MainMessage]:
+        choice = self.cleaned_data
+        messages = session_messages(agent_id, session_id)
+        if choice.get("role"):
+            messages = messages.filter(role=choice["role"])
+        if choice.get("type"):
+            messages = messages.filter(msg_type=choice["type"])
+        if choice.get("q"):
+            messages = messages.filter(content__icontains=choice["q"])
+        return messages.reverse() if self.newest_first else messages
 
 
 class BulkMemoryForm(forms.Form):

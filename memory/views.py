@@ -27,7 +27,13 @@ from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from memory.context import Context, context_build
-from memory.forms import BulkMemoryForm, ContextForm, MemoryFilterForm, MemoryForm
+from memory.forms import (
+    BulkMemoryForm,
+    ContextForm,
+    MemoryFilterForm,
+    MemoryForm,
+    TimelineForm,
+)
 from memory.health import Health, service_health
 from memory.memories import (
     memories_apply,
@@ -300,7 +306,7 @@ def _layers(agent_id: str, session_id: str, built: Context) -> list[dict[str, An
     return rows
 
 
-def _page_of(messages: QuerySet[MainMessage], at: str | None) -> int | None:
+def _page_of(messages: QuerySet[MainMessage], at: str | None, *, newest_first: bool) -> int | None:
     """The number of the page that holds message `at` (`?at=`, how links reach a message
     inside its session), or None when it is not one of `messages`."""
     if not (at and at.isdigit() and int(at) <= MAX_ID):
@@ -308,7 +314,10 @@ def _page_of(messages: QuerySet[MainMessage], at: str | None) -> int | None:
     found = messages.filter(pk=int(at)).values_list("timestamp", flat=True).first()
     if found is None:
         return None
-    before = messages.filter(Q(timestamp__lt=found) | Q(timestamp=found, pk__lt=int(at)))
+    if newest_first:
+        before = messages.filter(Q(timestamp__gt=found) | Q(timestamp=found, pk__gt=int(at)))
+    else:
+        before = messages.filter(Q(timestamp__lt=found) | Q(timestamp=found, pk__lt=int(at)))
     return before.count() // MESSAGES_PER_PAGE + 1
 
 
@@ -349,12 +358,16 @@ def _consolidation(agent_id: str, session_id: str) -> list[RunMemories]:
 def _session_context(
     request: HttpRequest, agent_id: str, session_id: str, form: ContextForm
 ) -> dict[str, Any]:
-    messages = session_messages(agent_id, session_id)
-    page = Paginator(messages, MESSAGES_PER_PAGE).get_page(
-        request.GET.get("page") or _page_of(messages, request.GET.get("at"))
-    )
-    if not page.paginator.count:
+    filters = TimelineForm(request.GET)
+    messages = filters.messages(agent_id, session_id)
+    at = _page_of(messages, request.GET.get("at"), newest_first=filters.newest_first)
+    page = Paginator(messages, MESSAGES_PER_PAGE).get_page(request.GET.get("page") or at)
+    total = page.paginator.count
+    if filters.narrowed:
+        total = session_messages(agent_id, session_id).count()
+    if not total:
         raise Http404(f"Agent {agent_id} has no session {session_id}.")
+    last = page.paginator.num_pages
     timeline = list(page)
     ids = [message.pk for message in timeline]
     runs = subagent_runs(
@@ -377,6 +390,13 @@ def _session_context(
         "agent_id": agent_id,
         "session_id": session_id,
         "page": page,
+        "page_numbers": list(page.paginator.get_elided_page_range(page.number, on_ends=1)),
+        "ellipsis": Paginator.ELLIPSIS,
+        "total": total,
+        "filters": filters,
+        # The jumps: the newest messages are on the last page, or the first newest first.
+        "oldest_page": last if filters.newest_first else 1,
+        "newest_page": 1 if filters.newest_first else last,
         "timeline": timeline,
         "summaries": ShortTermMemory.objects.of_session(agent_id, session_id),
         "consolidation": _consolidation(agent_id, session_id)

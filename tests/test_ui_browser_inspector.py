@@ -8,6 +8,7 @@ Screenshots land in test-results/ (inspector_*.png).
 from __future__ import annotations
 
 import json
+import re
 
 from memory.memories import memory_create
 from memory.messages import message_add
@@ -149,3 +150,75 @@ def test_runs_are_flagged_in_the_list_and_marked_on_the_message_that_started_the
     page.wait_for_url(f"**/messages/{conversation.ask.pk}/subagent/?agent=checker")
     expect(page.locator(".run")).to_contain_text("Still checking.")
     expect(page.locator(".run .badge.wait")).to_have_text("running")
+
+
+def test_a_long_session_is_read_newest_first_filtered_and_paged(
+    page,  # noqa: F811
+    live_server,
+):
+    from playwright.sync_api import expect
+
+    rows = [
+        message_add(
+            agent_id="agent-a",
+            session_id="long",
+            role="user" if n % 2 == 0 else "assistant",
+            content=f"line {n}" + (" about kayaks" if n % 25 == 3 else ""),
+            summarize=False,
+        )
+        for n in range(230)
+    ]
+    page.goto(f"{live_server.url}/sessions/agent-a/long/")
+    top = page.locator("nav[aria-label='top pages']")
+    expect(top.locator(".current")).to_have_text("1")
+    expect(page.locator("nav[aria-label='bottom pages'] .current")).to_have_text("1")
+    shoot(page, "inspector_long_session", full_page=False)
+
+    top.locator("text=Newest ⇥").click()
+    expect(page).to_have_url(re.compile(r"page=3$"))
+    expect(page.locator(f"#message-{rows[-1].pk}")).to_be_in_viewport()
+    page.select_option("select[name=order]", "newest")
+    expect(page).to_have_url(re.compile(r"order=newest"))
+    expect(page.locator("#timeline article").first).to_have_id(f"message-{rows[-1].pk}")
+    page.fill("input[name=q]", "kayaks")
+    expect(page.locator("#timeline h2")).to_contain_text("10 of 230 messages match, newest first")
+    expect(page).to_have_url(re.compile(r"q=kayaks"))
+    page.select_option("select[name=role]", "assistant")
+    expect(page.locator("#timeline article")).to_have_count(5)
+    shoot(page, "inspector_long_session_filtered", full_page=False)
+    # The URL keeps the state: reloading shows the same.
+    page.reload()
+    expect(page.locator("#timeline article")).to_have_count(5)
+    expect(page.locator("input[name=q]")).to_have_value("kayaks")
+
+
+def test_a_long_session_reads_without_javascript(
+    browser,  # noqa: F811
+    live_server,
+    admin_user,
+):
+    from playwright.sync_api import expect
+
+    rows = [
+        message_add(agent_id="agent-a", session_id="long", role="user", content=f"line {n}")
+        for n in range(150)
+    ]
+    context = browser.new_context(java_script_enabled=False)
+    context.set_default_timeout(5000)
+    page = context.new_page()  # noqa: F811
+    page.goto(live_server.url + "/login/")
+    page.fill("input[name=username]", "admin")
+    page.fill("input[name=password]", "password")
+    page.click("button:has-text('Sign in')")
+    page.goto(f"{live_server.url}/sessions/agent-a/long/")
+    page.locator("nav[aria-label='bottom pages'] >> text=Newest ⇥").click()
+    expect(page).to_have_url(re.compile(r"\?page=2#timeline-end$"))
+    expect(page.locator(f"#message-{rows[-1].pk}")).to_be_visible()
+    page.select_option("select[name=order]", "newest")
+    page.fill("input[name=q]", "line 14")
+    page.click("button:has-text('Show')")
+    expect(page).to_have_url(re.compile(r"q=line\+14.*order=newest|order=newest.*q=line\+14"))
+    first = page.locator("#timeline article").first
+    expect(first).to_have_id(f"message-{rows[149].pk}")
+    expect(page.locator("#timeline h2")).to_contain_text("11 of 150 messages match")
+    context.close()

@@ -237,3 +237,89 @@ def test_the_session_list_flags_sessions_with_runs(
     assert "1 sub-agent run</span>" in body and "3 sub-agent runs</span>" in body
     dashboard = admin_client.get(reverse("dashboard")).content.decode()
     assert "3 sub-agent runs</span>" in dashboard
+
+
+# --- reading a long session ---------------------------------------------------------------
+
+
+def long_session(count: int = 250) -> list:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    start = timezone.now() - timedelta(days=1)
+    return [
+        message_add(
+            agent_id="agent-a",
+            session_id="long",
+            role="user" if n % 2 == 0 else "assistant",
+            msg_type="fact" if n % 50 == 7 else "normal",
+            content=f"line {n}" + (" about kayaks" if n % 40 == 3 else ""),
+            timestamp=start + timedelta(seconds=n),
+            summarize=False,
+        )
+        for n in range(count)
+    ]
+
+
+def ids(response) -> list[int]:
+    return [m.pk for m in response.context["timeline"]]
+
+
+def test_a_long_session_reads_newest_first_with_numbered_pages_and_jumps(
+    admin_client, django_assert_max_num_queries
+):
+    rows = long_session()
+    url = session_url("agent-a", "long")
+
+    with django_assert_max_num_queries(16):
+        oldest = admin_client.get(url)
+    assert ids(oldest) == [m.pk for m in rows[:100]]
+    assert (oldest.context["oldest_page"], oldest.context["newest_page"]) == (1, 3)
+    body = oldest.content.decode()
+    assert body.count('aria-label="top pages"') == body.count('aria-label="bottom pages"') == 1
+    assert '<span class="current" aria-current="page">1</span>' in body
+    assert 'href="?page=3#timeline-end"' in body  # newest: the last page, at its end
+    assert 'href="?page=2#timeline"' in body
+
+    newest = admin_client.get(url, {"order": "newest"})
+    assert ids(newest) == [m.pk for m in reversed(rows[150:])]
+    assert (newest.context["oldest_page"], newest.context["newest_page"]) == (3, 1)
+    assert "250 messages, newest first" in newest.content.decode()
+    assert 'href="?order=newest&amp;page=3#timeline"' in newest.content.decode()
+
+    # ?at= finds the page in the order shown.
+    assert admin_client.get(url, {"at": rows[10].pk}).context["page"].number == 1
+    assert admin_client.get(url, {"at": rows[10].pk, "order": "newest"}).context["page"].number == 3
+    fragment = admin_client.get(url, {"page": 2}, headers=HTMX)
+    assert "<html" not in fragment.content.decode()
+    assert ids(fragment) == [m.pk for m in rows[100:200]]
+
+
+def test_a_session_filters_by_role_type_and_text(admin_client, django_assert_max_num_queries):
+    rows = long_session()
+    url = session_url("agent-a", "long")
+
+    with django_assert_max_num_queries(16):
+        kayaks = admin_client.get(url, {"q": "KAYAKS"})
+    assert ids(kayaks) == [m.pk for m in rows if "kayaks" in m.content]
+    assert "7 of 250 messages match" in kayaks.content.decode()
+    facts = admin_client.get(url, {"type": "fact", "role": "assistant"})
+    assert ids(facts) == [m.pk for m in rows if m.msg_type == "fact" and m.role == "assistant"]
+    both = admin_client.get(url, {"q": "kayaks", "role": "assistant", "order": "newest"})
+    assert ids(both) == [
+        m.pk for m in reversed(rows) if "kayaks" in m.content and m.role == "assistant"
+    ]
+    none = admin_client.get(url, {"q": "no such words"})
+    assert (
+        none.status_code == 200 and "No message of this session matches." in none.content.decode()
+    )
+    # Values it does not know are ignored; hostile text is searched for, escaped, never a 500.
+    odd = admin_client.get(url, {"role": "robot", "type": "x", "order": "sideways"})
+    assert ids(odd) == [m.pk for m in rows[:100]]
+    for text in (XSS, "a\x00b", "%_'\""):
+        response = admin_client.get(url, {"q": text})
+        assert response.status_code == 200
+        assert XSS not in response.content.decode()
+    # A filtered page of an unknown session is still a 404.
+    assert admin_client.get(session_url("agent-a", "nope"), {"q": "x"}).status_code == 404
