@@ -222,3 +222,77 @@ def test_a_long_session_reads_without_javascript(
     expect(first).to_have_id(f"message-{rows[149].pk}")
     expect(page.locator("#timeline h2")).to_contain_text("11 of 150 messages match")
     context.close()
+
+
+def test_page_loads_at_10000_memories_and_a_1000_message_session(
+    page,  # noqa: F811
+    live_server,
+):
+    """Measured, not asserted (timings depend on the machine): each page's median of 5
+    loads, printed and written to test-results/inspector_timings.json for
+    docs/BENCHMARKS.md."""
+    import statistics
+    import time
+
+    from django.conf import settings
+
+    from memory.models import LongTermMemory
+    from subagents.runs import subagent_record
+
+    rows = [
+        message_add(
+            agent_id="agent-a",
+            session_id="big",
+            role=("user", "assistant")[n % 2],
+            content=f"message {n} of a long session" + (" about kayaks" if n % 37 == 0 else ""),
+            summarize=False,
+        )
+        for n in range(1000)
+    ]
+    subagent_record(parent=rows[500], agent_name="helper", role="assistant", content="working")
+    LongTermMemory.objects.bulk_create(
+        LongTermMemory(agent_id="agent-a", content=f"memory {i} about kayaks", memory_type="fact")
+        for i in range(10_000)
+    )
+    session = f"{live_server.url}/sessions/agent-a/big/"
+    pages = {
+        "dashboard": "/",
+        "sessions": "/sessions/",
+        "session, oldest first": session,
+        "session, newest first": f"{session}?order=newest",
+        "session, ?q=kayaks": f"{session}?q=kayaks",
+        "session, ?at= a message on page 6": f"{session}?at={rows[555].pk}",
+        "memories": "/memories/",
+        "memories, ?sort=-uses": "/memories/?sort=-uses",
+    }
+    timings = {}
+    for name, url in pages.items():
+        loads = []
+        for _ in range(5):
+            page.goto(url if url.startswith("http") else live_server.url + url)
+            loads.append(
+                page.evaluate(
+                    "(() => { const n = performance.getEntriesByType('navigation')[0];"
+                    " return [n.responseEnd - n.requestStart, n.loadEventEnd - n.startTime]; })()"
+                )
+            )
+        timings[name] = {
+            "response_ms": round(statistics.median(load[0] for load in loads)),
+            "load_ms": round(statistics.median(load[1] for load in loads)),
+        }
+    previews = []
+    for _ in range(5):
+        page.goto(session)
+        page.fill("input[name=query]", "kayaks")
+        started = time.perf_counter()
+        page.click("button:has-text('Preview')")
+        page.locator("table.layers").wait_for()
+        previews.append((time.perf_counter() - started) * 1000)
+    timings["context preview (htmx, click to shown)"] = {
+        "load_ms": round(statistics.median(previews))
+    }
+    out = settings.BASE_DIR / "test-results" / "inspector_timings.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(timings, indent=2))
+    print(json.dumps(timings, indent=2))
+    assert set(timings) == {*pages, "context preview (htmx, click to shown)"}
