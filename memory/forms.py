@@ -8,11 +8,12 @@ calls the flows' own checks so that their messages appear beside the field at fa
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import date, datetime, time, timedelta
 from typing import Any
 
 from django import forms
 from django.db.models import F, QuerySet
+from django.utils import timezone
 
 from memory.messages import RUN_METADATA_KEY, message_check, session_messages
 from memory.models import (
@@ -24,6 +25,7 @@ from memory.models import (
     Role,
     ShortTermMemory,
 )
+from memory.search import MODES, SearchResult, search_agents
 from memory.validation import InvalidInput, check_content
 
 # --- the dashboard -------------------------------------------------------------------------
@@ -143,6 +145,69 @@ class TimelineForm(forms.Form):
         if choice.get("q"):
             messages = messages.filter(content__icontains=choice["q"])
         return messages.reverse() if self.newest_first else messages
+
+
+class SearchForm(forms.Form):
+    """The search page's `?q=` and filters, as the API's `GET /search` takes them; `agent`
+    narrows to one agent (all of them otherwise), `since` and `until` are days in the
+    server's time zone, both included."""
+
+    q = forms.CharField(
+        max_length=1000,
+        widget=forms.TextInput(attrs={"type": "search", "placeholder": "words, in any language"}),
+    )
+    agent = forms.ChoiceField(required=False)
+    # Hybrid first: the default, as the API's.
+    mode = forms.ChoiceField(
+        required=False, choices=[(m, m) for m in sorted(MODES, key="hybrid".__ne__)]
+    )
+    session = forms.CharField(
+        required=False, max_length=200, widget=forms.TextInput(attrs={"placeholder": "session id"})
+    )
+    role = forms.ChoiceField(required=False, choices=[("", "any role"), *Role.choices])
+    type = forms.ChoiceField(required=False, choices=[("", "any type"), *MessageType.choices])
+    since = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    until = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+
+    def __init__(self, data: dict[str, Any] | None, *, agents: list[str]) -> None:
+        super().__init__(data)
+        self.agents = agents
+        self.fields["agent"].choices = [("", "all agents"), *((a, a) for a in agents)]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if data.get("since") and data.get("until") and data["since"] > data["until"]:
+            raise forms.ValidationError("“since” must not be after “until”.")
+        return data
+
+    def search(self, k: int) -> SearchResult:
+        """The best `k` messages of the chosen agent, or of every agent."""
+        choice = self.cleaned_data
+        since, until = choice.get("since"), choice.get("until")
+        return search_agents(
+            agent_ids=[choice["agent"]] if choice.get("agent") else self.agents,
+            query=choice["q"],
+            mode=choice.get("mode") or "hybrid",
+            k=k,
+            session_id=choice.get("session") or None,
+            role=choice.get("role") or None,
+            msg_type=choice.get("type") or None,
+            since=_start_of(since) if since else None,
+            # `until` is included: up to the last instant of that day.
+            until=_start_of(until + timedelta(days=1)) - timedelta(microseconds=1)
+            if until
+            else None,
+        )
+
+
+def _start_of(day: date) -> datetime:
+    """Midnight at the start of `day` in the server's time zone."""
+    return timezone.make_aware(datetime.combine(day, time.min))
+
+
+def _end_of(day: date) -> datetime:
+    """The last instant of `day` in the server's time zone (search's `until` is included)."""
+    return _start_of(day + timedelta(days=1)) - timedelta(microseconds=1)
 
 
 class BulkMemoryForm(forms.Form):

@@ -32,6 +32,7 @@ from memory.forms import (
     ContextForm,
     MemoryFilterForm,
     MemoryForm,
+    SearchForm,
     TimelineForm,
 )
 from memory.health import Health, service_health
@@ -58,6 +59,7 @@ from memory.models import (
     Role,
     ShortTermMemory,
 )
+from memory.text import highlight_terms, snippet
 from memory.validation import InvalidInput
 from orca_memory.pages import needs, object_or_404, render_page
 
@@ -76,6 +78,9 @@ MESSAGES_PER_PAGE = 100
 MEMORIES_PER_PAGE = 25
 RECENT_SESSIONS = 8
 CONSOLIDATION_RUNS_SHOWN = 20
+SEARCH_HITS = 50
+# Every index is scoped to one agent: a search of all agents searches each, up to this many.
+SEARCH_AGENTS = 20
 MAX_ID = 2**63 - 1  # a larger number is no row's id, and overflows the database's integers
 # The event a deleted card's answer sends: the memory list reloads itself, counts included.
 MEMORIES_CHANGED = "memories-changed"
@@ -435,6 +440,32 @@ def context_preview(request: HttpRequest, agent_id: str, session_id: str) -> Htt
             messages_json=json.dumps(built.messages, ensure_ascii=False, indent=2),
         )
     return render_page(request, "memory/session.html", context, partial="context")
+
+
+@login_required
+@needs(VIEW_SESSIONS)
+def search_page(request: HttpRequest) -> HttpResponse:
+    """The agents' messages best matching `?q=`, by the API's hybrid search, each hit a
+    snippet with the query's words marked, linked to its place in its session."""
+    agents = _agents(MainMessage)
+    form = SearchForm(request.GET if "q" in request.GET else None, agents=agents)
+    context: dict[str, Any] = {"form": form, "k": SEARCH_HITS}
+    if form.is_valid():
+        if not form.cleaned_data["agent"] and len(agents) > SEARCH_AGENTS:
+            form.add_error("agent", f"Choose an agent: there are more than {SEARCH_AGENTS}.")
+        else:
+            result = form.search(SEARCH_HITS)
+            terms = highlight_terms(form.cleaned_data["q"])
+            context["result"] = result
+            context["hits"] = [
+                (
+                    hit,
+                    snippet(hit.message.content, terms),
+                    message_url(hit.message.agent_id, hit.message.session_id, hit.message.pk),
+                )
+                for hit in result.hits
+            ]
+    return render_page(request, "memory/search.html", context, partial="results")
 
 
 @login_required

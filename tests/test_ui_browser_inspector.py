@@ -296,3 +296,41 @@ def test_page_loads_at_10000_memories_and_a_1000_message_session(
     out.write_text(json.dumps(timings, indent=2))
     print(json.dumps(timings, indent=2))
     assert set(timings) == {*pages, "context preview (htmx, click to shown)"}
+
+
+def test_a_search_hit_links_to_its_message_in_its_session(
+    conversation,
+    page,  # noqa: F811
+    live_server,
+):
+    from playwright.sync_api import expect
+
+    for n in range(120):
+        message_add(agent_id="agent-b", session_id="b-1", role="user", content=f"filler {n}")
+    target = message_add(
+        agent_id="agent-b", session_id="b-1", role="user", content="Our kayak trip is in June."
+    )
+    message_add(agent_id="agent-b", session_id="b-2", role="user", content="unrelated")
+
+    page.click("nav >> text=Search")
+    page.fill("input[name=q]", "kayak")
+    page.click("button:has-text('Search')")
+    expect(page).to_have_url(re.compile(r"/search/\?q=kayak"))
+    hit = page.locator(".hit").first
+    expect(hit.locator("mark")).to_have_text("kayak")
+    expect(hit).to_contain_text("agent-b / b-1")
+    shoot(page, "inspector_search")
+
+    hit.locator("a").first.click()
+    page.wait_for_url(f"**/sessions/agent-b/b-1/?at={target.pk}#message-{target.pk}")
+    expect(page.locator(f"#message-{target.pk}")).to_be_in_viewport()
+    expect(page.locator("nav[aria-label='top pages'] .current")).to_have_text("2")
+    shoot(page, "inspector_search_hit_opened", full_page=False)
+
+    # The filters live in the URL: a reload shows the same hits, one agent's only.
+    page.goto(f"{live_server.url}/search/?q=gunicorn&agent=agent-b")
+    expect(page.locator(".hit")).to_have_count(0)
+    expect(page.locator("#results")).to_contain_text("No message matches.")
+    page.goto(f"{live_server.url}/search/?q=gunicorn&agent=agent-a&role=user")
+    expect(page.locator(".hit")).to_have_count(1)
+    expect(page.locator(".hit mark").first).to_have_text("gunicorn")

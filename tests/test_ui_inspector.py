@@ -323,3 +323,79 @@ def test_a_session_filters_by_role_type_and_text(admin_client, django_assert_max
         assert XSS not in response.content.decode()
     # A filtered page of an unknown session is still a 404.
     assert admin_client.get(session_url("agent-a", "nope"), {"q": "x"}).status_code == 404
+
+
+# --- the search page ----------------------------------------------------------------------
+
+
+def test_search_finds_messages_of_every_agent_with_marked_snippets_and_links(
+    admin_client, django_assert_max_num_queries
+):
+    from datetime import datetime, timedelta
+
+    from django.utils import timezone
+
+    day = timezone.make_aware(datetime(2026, 5, 8, 12, 0))
+    a = message_add(
+        agent_id="agent-a",
+        session_id="s1",
+        role="user",
+        content=f"My kayak is red {XSS}",
+        timestamp=day,
+    )
+    b = message_add(
+        agent_id="agent-b",
+        session_id="s9",
+        role="assistant",
+        content="Kayaks float.",
+        timestamp=day + timedelta(days=3),
+    )
+    message_add(agent_id="agent-b", session_id="s8", role="user", content="nothing here")
+    zh = message_add(agent_id="agent-c", session_id="z", role="user", content="我的偏好是绿茶")
+
+    with django_assert_max_num_queries(20):
+        response = admin_client.get(reverse("search"), {"q": "kayak"})
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert sorted(hit.message.pk for hit, _, _ in response.context["hits"]) == [a.pk, b.pk]
+    assert "<mark>kayak</mark> is red " + ESCAPED in body and XSS not in body
+    assert "<mark>Kayak</mark>s float." in body
+    link = reverse("session", args=["agent-a", "s1"]) + f"?at={a.pk}#message-{a.pk}"
+    assert f'href="{link}"' in body
+
+    def found(**query) -> list[int]:
+        response = admin_client.get(reverse("search"), query)
+        assert response.status_code == 200, response.content
+        return sorted(hit.message.pk for hit, _, _ in response.context.get("hits", []))
+
+    assert found(q="kayak float") == sorted([a.pk, b.pk])
+    assert found(q="kayak float", agent="agent-b") == [b.pk]
+    assert found(q="kayak float", role="assistant") == [b.pk]
+    assert found(q="kayak float", session="s1") == [a.pk]
+    assert found(q="kayak float", since="2026-05-09") == [b.pk]
+    assert found(q="kayak float", until="2026-05-08") == [a.pk]
+    assert found(q="kayak float", mode="lexical", type="fact") == []
+    assert found(q="偏好") == [zh.pk]
+    assert (
+        "<mark>偏好</mark>" in admin_client.get(reverse("search"), {"q": "偏好"}).content.decode()
+    )
+    fragment = admin_client.get(reverse("search"), {"q": "kayak"}, headers=HTMX)
+    assert "<html" not in fragment.content.decode() and 'id="results"' in fragment.content.decode()
+
+
+def test_search_refuses_what_it_cannot_search_without_a_500(admin_client):
+    message_add(agent_id="agent-a", session_id="s1", role="user", content="kayak")
+    intro = admin_client.get(reverse("search"))
+    assert intro.status_code == 200 and "hits" not in intro.context
+    for query in (
+        {"q": ""},
+        {"q": "a\x00b"},
+        {"q": "kayak", "since": "2026-05-09", "until": "2026-05-08"},
+        {"q": "kayak", "since": "yesterday"},
+        {"q": "kayak", "mode": "psychic"},
+        {"q": "x" * 1001},
+    ):
+        response = admin_client.get(reverse("search"), query)
+        assert response.status_code == 200, query
+        assert "hits" not in response.context, query
+        assert 'class="error"' in response.content.decode(), query
