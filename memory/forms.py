@@ -12,7 +12,7 @@ from datetime import date, datetime, time, timedelta
 from typing import Any
 
 from django import forms
-from django.db.models import F, QuerySet
+from django.db.models import Count, DurationField, ExpressionWrapper, F, Q, QuerySet
 from django.utils import timezone
 
 from memory.messages import RUN_METADATA_KEY, message_check, session_messages
@@ -106,6 +106,74 @@ class MemoryFilterForm(forms.Form):
             memories = memories.filter(archived_at__isnull=False)
         _, order = self.SORTS[choice.get("sort") or self.DEFAULT_SORT]
         return memories.order_by(*order)
+
+
+class SessionFilterForm(forms.Form):
+    """The session list's `?q=` (session id or message text), `agent`, `since` and `until`
+    (sessions with messages in those days, both included, in the server's time zone) and
+    `sort`; an unknown sort is refused (`bad_sort`), other invalid values are ignored."""
+
+    DURATION = ExpressionWrapper(
+        F("last_timestamp") - F("first_timestamp"), output_field=DurationField()
+    )
+    SORTS = {
+        "-last": ("last message, newest first", (F("last_timestamp").desc(),)),
+        "last": ("last message, oldest first", (F("last_timestamp").asc(),)),
+        "-start": ("started, newest first", (F("first_timestamp").desc(),)),
+        "start": ("started, oldest first", (F("first_timestamp").asc(),)),
+        "-messages": ("most messages", (F("message_count").desc(),)),
+        "-tokens": ("most tokens", (F("token_count").desc(),)),
+        "-duration": ("longest", (F("duration").desc(),)),
+    }
+    DEFAULT_SORT = "-last"
+
+    q = forms.CharField(
+        required=False,
+        widget=forms.TextInput(
+            attrs={"type": "search", "placeholder": "session id or message text"}
+        ),
+    )
+    agent = forms.ChoiceField(required=False)
+    since = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    until = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    sort = forms.ChoiceField(
+        required=False,
+        choices=[(value, label) for value, (label, _) in SORTS.items()],
+        error_messages={"invalid_choice": "Unknown sort “%(value)s”."},
+    )
+
+    def __init__(self, data: dict[str, Any], *, agents: list[str]) -> None:
+        super().__init__(data)
+        self.fields["agent"].choices = [("", "all agents"), *((a, a) for a in agents)]
+        self.is_valid()  # cleaned_data: the valid values only
+
+    @property
+    def bad_sort(self) -> bool:
+        return "sort" in self.errors
+
+    @property
+    def narrowed(self) -> bool:
+        """Some sessions may not be listed."""
+        return any(self.cleaned_data.get(name) for name in ("q", "agent", "since", "until"))
+
+    def sessions(self) -> QuerySet[MainMessage, dict[str, Any]]:
+        """One row per session (MainMessage.objects.sessions()) with its `duration`."""
+        choice = self.cleaned_data
+        messages = MainMessage.objects.all()
+        if choice.get("agent"):
+            messages = messages.filter(agent_id=choice["agent"])
+        sessions = messages.sessions().annotate(duration=self.DURATION)
+        if choice.get("q"):
+            query = choice["q"]
+            sessions = sessions.annotate(
+                matches=Count("id", filter=Q(content__icontains=query))
+            ).filter(Q(session_id__icontains=query) | Q(matches__gt=0))
+        if choice.get("since"):
+            sessions = sessions.filter(last_timestamp__gte=_start_of(choice["since"]))
+        if choice.get("until"):
+            sessions = sessions.filter(first_timestamp__lte=_end_of(choice["until"]))
+        _, order = self.SORTS[choice.get("sort") or self.DEFAULT_SORT]
+        return sessions.order_by(*order, "agent_id", "session_id")
 
 
 class TimelineForm(forms.Form):

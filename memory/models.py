@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import models
-from django.db.models import Count, Max, Min
+from django.db.models import Count, Max, Min, Sum
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -70,11 +70,12 @@ class MainMessageQuerySet(models.QuerySet["MainMessage"]):
 
     def sessions(self) -> models.QuerySet[MainMessage, dict[str, Any]]:
         """One row per session of these messages, most recently active first: agent_id,
-        session_id, message_count, first_timestamp, last_timestamp."""
+        session_id, message_count, token_count, first_timestamp, last_timestamp."""
         return (
             self.values("agent_id", "session_id")
             .annotate(
                 message_count=Count("id"),
+                token_count=Sum("token_count"),
                 first_timestamp=Min("timestamp"),
                 last_timestamp=Max("timestamp"),
             )

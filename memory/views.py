@@ -33,6 +33,7 @@ from memory.forms import (
     MemoryFilterForm,
     MemoryForm,
     SearchForm,
+    SessionFilterForm,
     TimelineForm,
 )
 from memory.health import Health, service_health
@@ -57,6 +58,7 @@ from memory.models import (
     MemoryAction,
     MemoryType,
     Role,
+    RunStatus,
     ShortTermMemory,
 )
 from memory.text import highlight_terms, snippet
@@ -112,19 +114,6 @@ def _agents(model: type[MainMessage] | type[LongTermMemory]) -> list[str]:
     return list(model.objects.values_list("agent_id", flat=True).distinct().order_by("agent_id"))
 
 
-def all_sessions(agent_id: str = "", query: str = "") -> QuerySet[MainMessage, dict[str, Any]]:
-    """One row per (agent, session), newest first; `query` matches the id or any message text."""
-    rows = MainMessage.objects.all()
-    if agent_id:
-        rows = rows.filter(agent_id=agent_id)
-    sessions = rows.sessions()
-    if query:
-        sessions = sessions.annotate(
-            matches=Count("id", filter=Q(content__icontains=query))
-        ).filter(Q(session_id__icontains=query) | Q(matches__gt=0))
-    return sessions
-
-
 # A parent message's sub-agent runs: {agent name: finished}, by (agent, session, parent id).
 Runs = dict[tuple[str, str, int], dict[str, bool]]
 
@@ -149,9 +138,11 @@ def subagent_runs(parents: QuerySet[MainMessage], results: QuerySet[MainMessage]
     return runs
 
 
-def _with_run_counts(sessions: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Session rows (all_sessions()) with `subagent_runs`: how many sub-agent runs their
-    messages started."""
+def _session_rows(sessions: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Session rows (MainMessage.objects.sessions()) with how many sub-agent runs their
+    messages started (`subagent_runs`), and whether they were ended (`ended`: a
+    consolidation asked for at the session's end) and consolidated (`consolidated`: a run
+    done). Three queries for a page of any size."""
     rows = list(sessions)
     if not rows:
         return rows
@@ -162,8 +153,20 @@ def _with_run_counts(sessions: Iterable[dict[str, Any]]) -> list[dict[str, Any]]
     counts: dict[tuple[str, str], int] = {}
     for (agent_id, session_id, _), names in subagent_runs(messages, messages).items():
         counts[agent_id, session_id] = counts.get((agent_id, session_id), 0) + len(names)
+    ended, consolidated = set(), set()
+    runs = ConsolidationRun.objects.filter(scope).values_list(
+        "agent_id", "session_id", "trigger", "status"
+    )
+    for agent_id, session_id, trigger, status in runs.distinct():
+        if trigger == "session_end":  # POST /sessions/{id}/end
+            ended.add((agent_id, session_id))
+        if status == RunStatus.DONE:
+            consolidated.add((agent_id, session_id))
     for row in rows:
-        row["subagent_runs"] = counts.get((row["agent_id"], row["session_id"]), 0)
+        key = (row["agent_id"], row["session_id"])
+        row.update(
+            subagent_runs=counts.get(key, 0), ended=key in ended, consolidated=key in consolidated
+        )
     return rows
 
 
@@ -220,7 +223,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         "memory_counts": [
             (value, label, by_type.get(value, 0)) for value, label in MemoryType.choices
         ],
-        "recent_sessions": _with_run_counts(all_sessions()[:RECENT_SESSIONS]),
+        "recent_sessions": _session_rows(MainMessage.objects.sessions()[:RECENT_SESSIONS]),
     }
     return render(request, "memory/dashboard.html", context)
 
@@ -228,17 +231,15 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 @login_required
 @needs(VIEW_SESSIONS)
 def sessions(request: HttpRequest) -> HttpResponse:
-    agent_id = request.GET.get("agent", "")
-    query = request.GET.get("q", "").strip()
-    page = _page(request, all_sessions(agent_id, query), SESSIONS_PER_PAGE)
-    context = {
-        "agents": _agents(MainMessage),
-        "agent": agent_id,
-        "q": query,
-        "page": page,
-        "rows": _with_run_counts(page),
-    }
-    return render_page(request, "memory/sessions.html", context, partial="session_list")
+    """The session list, filtered and sorted by its query string; an unknown sort is a 400
+    that says so (the page shows the list in its default order under the error)."""
+    filters = SessionFilterForm(request.GET, agents=_agents(MainMessage))
+    page = _page(request, filters.sessions(), SESSIONS_PER_PAGE)
+    context = {"filters": filters, "page": page, "rows": _session_rows(page)}
+    response = render_page(request, "memory/sessions.html", context, partial="session_list")
+    if filters.bad_sort:
+        response.status_code = 400
+    return response
 
 
 def _run_of(message: MainMessage) -> dict[str, Any] | None:

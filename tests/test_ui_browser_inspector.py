@@ -334,3 +334,50 @@ def test_a_search_hit_links_to_its_message_in_its_session(
     page.goto(f"{live_server.url}/search/?q=gunicorn&agent=agent-a&role=user")
     expect(page.locator(".hit")).to_have_count(1)
     expect(page.locator(".hit mark").first).to_have_text("gunicorn")
+
+
+def test_the_session_list_filters_sorts_and_shows_its_columns(
+    conversation,
+    page,  # noqa: F811
+    live_server,
+):
+    from datetime import datetime, timedelta
+
+    from django.utils import timezone
+
+    from memory.maintenance import consolidate_session
+
+    may = timezone.make_aware(datetime(2026, 5, 8, 9, 0))
+    for minute in (0, 30, 125):
+        message_add(
+            agent_id="agent-b",
+            session_id="may-talk",
+            role="user",
+            content="I am allergic to peanuts.",
+            timestamp=may + timedelta(minutes=minute),
+        )
+    consolidate_session(agent_id="agent-b", session_id="may-talk")
+
+    page.goto(f"{live_server.url}/sessions/")
+    table = page.locator("#session-list table.sessions")
+    expect_rows = table.locator("tbody tr")
+    from playwright.sync_api import expect
+
+    expect(expect_rows).to_have_count(2)
+    may_row = table.locator("tr", has_text="may-talk")
+    expect(may_row).to_contain_text("2\xa0hours, 5\xa0minutes")
+    expect(may_row.locator(".badge.ok")).to_have_text("consolidated")
+    expect(may_row.locator(".badge", has_text="ended")).to_have_count(1)
+    shoot(page, "inspector_sessions")
+
+    page.select_option("select[name=sort]", "-duration")
+    expect(page).to_have_url(re.compile(r"sort=-duration"))
+    expect(expect_rows.first).to_contain_text("may-talk")
+    page.fill("input[name=since]", "2026-05-08")
+    page.fill("input[name=until]", "2026-05-08")
+    page.click("button:has-text('Search')")
+    expect(page).to_have_url(re.compile(r"since=2026-05-08.*until=2026-05-08"))
+    expect(expect_rows).to_have_count(1)
+    page.reload()
+    expect(expect_rows).to_have_count(1)
+    expect(page.locator("input[name=since]")).to_have_value("2026-05-08")

@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from memory.memories import memory_create
 from memory.messages import message_add
-from memory.models import LongTermMemory
+from memory.models import LongTermMemory, MainMessage
 from tests.test_ui_views import ESCAPED, HTMX, XSS, session_url
 
 pytestmark = pytest.mark.django_db
@@ -399,3 +399,74 @@ def test_search_refuses_what_it_cannot_search_without_a_500(admin_client):
         assert response.status_code == 200, query
         assert "hits" not in response.context, query
         assert 'class="error"' in response.content.decode(), query
+
+
+# --- the session list ---------------------------------------------------------------------
+
+
+def test_the_session_list_filters_by_dates_sorts_and_shows_its_columns(
+    admin_client, django_assert_max_num_queries
+):
+    from datetime import datetime, timedelta
+
+    from django.utils import timezone
+
+    from memory.maintenance import request_consolidation
+    from memory.models import ConsolidationRun
+
+    def session(agent: str, name: str, start: datetime, minutes: list[int], words: int = 3):
+        for minute in minutes:
+            message_add(
+                agent_id=agent,
+                session_id=name,
+                role="user",
+                content=" ".join(["word"] * words),
+                timestamp=start + timedelta(minutes=minute),
+            )
+
+    may = timezone.make_aware(datetime(2026, 5, 8, 9, 0))
+    session("agent-a", "short", may, [0, 1])
+    session("agent-a", "long", may + timedelta(days=1), [0, 90, 95], words=40)
+    session("agent-b", "late", may + timedelta(days=3), [0])
+    # Ending the session asks for a consolidation, which the tests' task backend runs at once.
+    ended = request_consolidation(agent_id="agent-a", session_id="long", trigger="session_end")
+    ConsolidationRun.objects.create(
+        agent_id="agent-a", session_id="short", trigger="turns", status="done"
+    )
+
+    def listed(**query) -> list[str]:
+        response = admin_client.get(reverse("sessions"), query)
+        assert response.status_code == 200
+        return [row["session_id"] for row in response.context["rows"]]
+
+    assert listed() == ["late", "long", "short"]
+    assert listed(sort="start") == ["short", "long", "late"]
+    assert listed(sort="-duration") == ["long", "short", "late"]
+    assert listed(sort="-tokens")[0] == "long"
+    assert listed(sort="-messages")[0] == "long"
+    assert listed(agent="agent-a", sort="last") == ["short", "long"]
+    assert listed(since="2026-05-09") == ["late", "long"]
+    assert listed(until="2026-05-09") == ["long", "short"]
+    assert listed(since="2026-05-09", until="2026-05-09") == ["long"]
+    assert listed(since="not a day") == ["late", "long", "short"]  # ignored
+
+    with django_assert_max_num_queries(12):
+        response = admin_client.get(reverse("sessions"), {"sort": "-duration"})
+    rows = {row["session_id"]: row for row in response.context["rows"]}
+    assert rows["long"]["duration"] == timedelta(minutes=95)
+    assert rows["long"]["token_count"] == sum(
+        m.token_count for m in MainMessage.objects.filter(session_id="long")
+    )
+    assert ConsolidationRun.objects.get(pk=ended.pk).status == "done"
+    assert (rows["long"]["ended"], rows["long"]["consolidated"]) == (True, True)
+    assert (rows["late"]["ended"], rows["late"]["consolidated"]) == (False, False)
+    assert (rows["short"]["ended"], rows["short"]["consolidated"]) == (False, True)
+    body = response.content.decode()
+    assert "1\xa0hour, 35\xa0minutes" in body  # Django's timeuntil keeps each figure with its unit
+    assert '<span class="badge">ended</span>' in body
+    assert '<span class="badge ok">consolidated</span>' in body
+
+    bad = admin_client.get(reverse("sessions"), {"sort": "-mood"})
+    assert bad.status_code == 400
+    assert "Unknown sort “-mood”." in bad.content.decode()
+    assert [row["session_id"] for row in bad.context["rows"]] == ["late", "long", "short"]
