@@ -258,6 +258,8 @@ def test_page_loads_at_10000_memories_and_a_1000_message_session(
     pages = {
         "dashboard": "/",
         "sessions": "/sessions/",
+        "sessions, ?sort=-duration": "/sessions/?sort=-duration",
+        "search, ?q=kayaks (all agents)": "/search/?q=kayaks",
         "session, oldest first": session,
         "session, newest first": f"{session}?order=newest",
         "session, ?q=kayaks": f"{session}?q=kayaks",

@@ -470,3 +470,23 @@ def test_the_session_list_filters_by_dates_sorts_and_shows_its_columns(
     assert bad.status_code == 400
     assert "Unknown sort “-mood”." in bad.content.decode()
     assert [row["session_id"] for row in bad.context["rows"]] == ["late", "long", "short"]
+
+
+def test_search_and_the_session_pages_need_the_viewers_permissions(client, conversation):
+    from django.contrib.auth.models import Permission, User
+
+    from tests.test_ui_browser_roles import dashboard_group
+
+    memories_only = User.objects.create_user("mo", password="pw")
+    memories_only.user_permissions.set(Permission.objects.filter(codename="view_longtermmemory"))
+    client.force_login(memories_only)
+    for url in (reverse("search") + "?q=tea", reverse("sessions"), session_url()):
+        assert client.get(url).status_code == 403, url
+
+    viewer = User.objects.create_user("vera", password="pw")
+    viewer.groups.add(dashboard_group("orca viewers"))
+    client.force_login(viewer)
+    assert client.get(reverse("search"), {"q": "gunicorn"}).context["hits"]
+    page = client.get(session_url())
+    assert page.context["consolidation"] == []
+    assert "started 1 sub-agent run" in page.content.decode()
