@@ -37,7 +37,7 @@ def test_the_preview_explains_each_layer_with_links_and_what_was_left_out(
         for n in range(2)
     ]
 
-    with django_assert_max_num_queries(40):
+    with django_assert_max_num_queries(20):
         response = preview(admin_client, "green tea")
 
     body = response.content.decode()
@@ -148,7 +148,7 @@ def test_the_session_shows_its_consolidation_runs_and_their_memories(
         agent_id="agent-a", session_id="s-1", trigger="turns", status="failed", reason=f"boom {XSS}"
     )
 
-    with django_assert_max_num_queries(16):
+    with django_assert_max_num_queries(12):
         response = admin_client.get(session_url())
 
     body = response.content.decode()
@@ -193,7 +193,7 @@ def test_a_message_that_started_runs_links_each_finished_or_not(
     subagent_record(
         parent=conversation.ask, agent_name="checker", role="assistant", content="Still checking."
     )
-    with django_assert_max_num_queries(16):
+    with django_assert_max_num_queries(12):
         response = admin_client.get(session_url())
     body = response.content.decode()
     timeline = {m.pk: m for m in response.context["timeline"]}
@@ -272,7 +272,7 @@ def test_a_long_session_reads_newest_first_with_numbered_pages_and_jumps(
     rows = long_session()
     url = session_url("agent-a", "long")
 
-    with django_assert_max_num_queries(16):
+    with django_assert_max_num_queries(12):
         oldest = admin_client.get(url)
     assert ids(oldest) == [m.pk for m in rows[:100]]
     assert (oldest.context["oldest_page"], oldest.context["newest_page"]) == (1, 3)
@@ -300,7 +300,7 @@ def test_a_session_filters_by_role_type_and_text(admin_client, django_assert_max
     rows = long_session()
     url = session_url("agent-a", "long")
 
-    with django_assert_max_num_queries(16):
+    with django_assert_max_num_queries(12):
         kayaks = admin_client.get(url, {"q": "KAYAKS"})
     assert ids(kayaks) == [m.pk for m in rows if "kayaks" in m.content]
     assert "7 of 250 messages match" in kayaks.content.decode()
@@ -353,7 +353,7 @@ def test_search_finds_messages_of_every_agent_with_marked_snippets_and_links(
     message_add(agent_id="agent-b", session_id="s8", role="user", content="nothing here")
     zh = message_add(agent_id="agent-c", session_id="z", role="user", content="我的偏好是绿茶")
 
-    with django_assert_max_num_queries(20):
+    with django_assert_max_num_queries(14):
         response = admin_client.get(reverse("search"), {"q": "kayak"})
     body = response.content.decode()
     assert response.status_code == 200
@@ -450,7 +450,7 @@ def test_the_session_list_filters_by_dates_sorts_and_shows_its_columns(
     assert listed(since="2026-05-09", until="2026-05-09") == ["long"]
     assert listed(since="not a day") == ["late", "long", "short"]  # ignored
 
-    with django_assert_max_num_queries(12):
+    with django_assert_max_num_queries(10):
         response = admin_client.get(reverse("sessions"), {"sort": "-duration"})
     rows = {row["session_id"]: row for row in response.context["rows"]}
     assert rows["long"]["duration"] == timedelta(minutes=95)
