@@ -261,21 +261,23 @@ class SearchForm(forms.Form):
             role=choice.get("role") or None,
             msg_type=choice.get("type") or None,
             since=_start_of(since) if since else None,
-            # `until` is included: up to the last instant of that day.
-            until=_start_of(until + timedelta(days=1)) - timedelta(microseconds=1)
-            if until
-            else None,
+            until=_end_of(until) if until else None,
         )
+
+
+# A day a day away from the calendar's ends: its bounds in any time zone are still dates
+# (0001-01-01 in UTC+8 would be a year 0 in UTC).
+FIRST_DAY, LAST_DAY = date.min + timedelta(days=1), date.max - timedelta(days=1)
 
 
 def _start_of(day: date) -> datetime:
     """Midnight at the start of `day` in the server's time zone."""
-    return timezone.make_aware(datetime.combine(day, time.min))
+    return timezone.make_aware(datetime.combine(max(day, FIRST_DAY), time.min))
 
 
 def _end_of(day: date) -> datetime:
     """The last instant of `day` in the server's time zone (search's `until` is included)."""
-    return _start_of(day + timedelta(days=1)) - timedelta(microseconds=1)
+    return timezone.make_aware(datetime.combine(min(day, LAST_DAY), time.max))
 
 
 class BulkMemoryForm(forms.Form):

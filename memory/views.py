@@ -315,7 +315,7 @@ def _layers(agent_id: str, session_id: str, built: Context) -> list[dict[str, An
 def _page_of(messages: QuerySet[MainMessage], at: str | None, *, newest_first: bool) -> int | None:
     """The number of the page that holds message `at` (`?at=`, how links reach a message
     inside its session), or None when it is not one of `messages`."""
-    if not (at and at.isdigit() and int(at) <= MAX_ID):
+    if not (at and at.isascii() and at.isdigit() and int(at) <= MAX_ID):
         return None
     found = messages.filter(pk=int(at)).values_list("timestamp", flat=True).first()
     if found is None:

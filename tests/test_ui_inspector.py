@@ -490,3 +490,31 @@ def test_search_and_the_session_pages_need_the_viewers_permissions(client, conve
     page = client.get(session_url())
     assert page.context["consolidation"] == []
     assert "started 1 sub-agent run" in page.content.decode()
+
+
+def test_hostile_dates_and_numbers_never_make_a_500(admin_client, conversation):
+    for url, query in (
+        (reverse("sessions"), {"since": "0001-01-01", "until": "9999-12-31"}),
+        (reverse("search"), {"q": "gunicorn", "since": "0001-01-01", "until": "9999-12-31"}),
+        (session_url(), {"at": "²"}),
+        (session_url(), {"at": "1" * 30, "page": "9" * 30}),
+    ):
+        response = admin_client.get(url, query)
+        assert response.status_code == 200, (url, query)
+    everything = admin_client.get(
+        reverse("sessions"), {"since": "0001-01-01", "until": "9999-12-31"}
+    )
+    assert [row["session_id"] for row in everything.context["rows"]] == ["s-1"]
+    found = admin_client.get(reverse("search"), {"q": "gunicorn", "until": "9999-12-31"})
+    assert found.context["hits"]
+
+
+def test_the_calendars_ends_work_in_a_time_zone_ahead_of_utc(admin_client, conversation, settings):
+    settings.TIME_ZONE = "Asia/Shanghai"
+    for url, query in (
+        (reverse("sessions"), {"since": "0001-01-01", "until": "9999-12-31"}),
+        (reverse("search"), {"q": "gunicorn", "since": "0001-01-01", "until": "9999-12-31"}),
+    ):
+        response = admin_client.get(url, query)
+        assert response.status_code == 200, url
+        assert response.context.get("rows") or response.context.get("hits"), url
