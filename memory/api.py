@@ -216,7 +216,12 @@ class ContextItemOut(Schema):
 
 class LeftOutOut(Schema):
     id: int
-    reason: str = Field(description="over budget, in working memory, says the same as ...")
+    reason: str = Field(
+        description="over budget, ranked below the N chosen, identity question: similarity "
+        "below 0.3, not embedded yet, in working memory, in a summarised turn, its turn is in "
+        "working memory, says the same as message N"
+    )
+    score: float | None = Field(None, description="the candidate's match score, if it had one")
 
 
 class ContextLayerOut(Schema):

@@ -101,6 +101,7 @@ class Item:
 class LeftOut:
     id: int
     reason: str
+    score: float | None = None  # the candidate's match score, when it had one
 
 
 @dataclass
@@ -190,11 +191,11 @@ def _take_newest(candidates: list[Item], taken: int, allowance: int) -> int:
 
 def _short_term(
     agent_id: str, session_id: str, vector: tuple[float, ...] | None, working_ids: set[int]
-) -> list[Item]:
-    """The top 3 summaries of turns whose reply is no longer in working memory."""
-    summaries = ShortTermMemory.objects.of_session(agent_id, session_id).exclude(
-        reply_id__in=working_ids
-    )
+) -> tuple[list[Item], list[LeftOut]]:
+    """The top 3 summaries of turns whose reply is no longer in working memory, and the
+    session's other summaries with why they were left out (a session keeps a few)."""
+    session = ShortTermMemory.objects.of_session(agent_id, session_id)
+    summaries = session.exclude(reply_id__in=working_ids)
     scores: dict[int, float] = {}
     if vector is not None:
         hits = index.knn(
@@ -212,7 +213,7 @@ def _short_term(
     # Summaries not embedded yet (or no vectors at all): the newest fill the remaining places.
     newest = summaries.exclude(pk__in=scores)
     chosen += list(newest[: SHORT_TERM_ITEMS - len(chosen)])
-    return [
+    items = [
         Item(
             s.pk,
             s.content,
@@ -223,6 +224,19 @@ def _short_term(
         )
         for s in chosen
     ]
+    chosen_ids = {s.pk for s in chosen}
+    left_out = [
+        LeftOut(
+            pk,
+            "its turn is in working memory"
+            if reply_id in working_ids
+            else f"ranked below the {SHORT_TERM_ITEMS} chosen",
+            scores.get(pk),
+        )
+        for pk, reply_id in session.values_list("pk", "reply_id")
+        if pk not in chosen_ids
+    ]
+    return items, left_out
 
 
 def _summarised_messages(agent_id: str, session_id: str, items: list[Item]) -> set[int]:
@@ -305,20 +319,38 @@ def _long_term(
     vector: tuple[float, ...] | None,
     identity: bool,
     now: datetime,
-) -> list[Item]:
+) -> tuple[list[Item], list[LeftOut]]:
+    """The memories chosen, and the candidates passed over with why."""
     method, scores = _long_term_candidates(agent_id, query, vector)
     active = LongTermMemory.objects.filter(agent_id=agent_id).active()
     matched = [_memory_item(m, scores[m.pk], method, now) for m in active.filter(pk__in=scores)]
+    left_out: list[LeftOut] = []
     if identity:
-        matched = [
-            i for i in matched if method != "similarity" or i.score >= IDENTITY_MIN_SIMILARITY
+        weak = {
+            i.id for i in matched if method == "similarity" and i.score < IDENTITY_MIN_SIMILARITY
+        }
+        left_out += [
+            LeftOut(i.id, f"identity question: similarity below {IDENTITY_MIN_SIMILARITY}", i.score)
+            for i in matched
+            if i.id in weak
         ]
+        matched = [i for i in matched if i.id not in weak]
         matched.sort(key=_identity_rank)
         limit, minimum = IDENTITY_LONG_TERM_ITEMS, WEAK_IDENTITY_MINIMUM
     else:
         matched.sort(key=lambda i: -i.score)
         limit, minimum = LONG_TERM_ITEMS, LONG_TERM_ITEMS
     chosen = matched[:limit]
+    ranked = "by the identity rule " if identity else ""
+    left_out += [
+        LeftOut(
+            i.id,
+            f"ranked {ranked}below the {limit} chosen"
+            + (f" (expired: its score counts {EXPIRED_WEIGHT:g})" if i.details["expired"] else ""),
+            i.score,
+        )
+        for i in matched[limit:]
+    ]
     if len(chosen) < minimum:
         # Few matches: the agent's most used memories (for an identity question, those a
         # person wrote first), expired ones after the others.
@@ -332,7 +364,16 @@ def _long_term(
         ]
         if identity:
             chosen.sort(key=_identity_rank)
-    return chosen
+    chosen_ids = {i.id for i in chosen}
+    if method == "similarity":
+        # Similarity search cannot find a memory before its vector is written.
+        unembedded = active.filter(has_embedding=False).exclude(pk__in=chosen_ids)
+        left_out += [
+            LeftOut(pk, "not embedded yet: similarity search cannot find it")
+            for pk in unembedded.values_list("pk", flat=True)[:LONG_TERM_CANDIDATES]
+        ]
+    # A weak match the top-up took after all is in, not out.
+    return chosen, [left for left in left_out if left.id not in chosen_ids]
 
 
 def _fit(layers: dict[str, Layer], budget: int) -> list[str]:
@@ -346,7 +387,7 @@ def _fit(layers: dict[str, Layer], budget: int) -> list[str]:
         layer = layers[name]
         if over() and len(layer.items) > 1:
             cuts.append(f"{name} cut from {len(layer.items)} to 1 item")
-            layer.left_out += [LeftOut(i.id, "over budget") for i in layer.items[1:]]
+            layer.left_out += [LeftOut(i.id, "over budget", i.score) for i in layer.items[1:]]
             layer.items = layer.items[:1]
     working = layers["working"]
     dropped = 0
@@ -399,9 +440,9 @@ class _RecallFiller:
             if message.pk in self.items:
                 continue
             if message.pk in self.skip:
-                left_out.append(LeftOut(message.pk, self.skip[message.pk]))
+                left_out.append(LeftOut(message.pk, self.skip[message.pk], hit.score))
             elif not self._add(message, hit.score, self.method, allowance):
-                left_out.append(LeftOut(message.pk, "over budget"))
+                left_out.append(LeftOut(message.pk, "over budget", hit.score))
             else:
                 self._add_neighbour(self.around[message.pk].after, allowance)
         if self._room(allowance):
@@ -628,8 +669,10 @@ def context_build(
     candidates = _working_candidates(agent_id, session_id, budget)
     taken = _take_newest(candidates, 0, shares["working"])
     working = Layer(shares["working"], shares["working"], "newest", candidates[:taken][::-1])
-    short_items = _short_term(agent_id, session_id, vector, {i.id for i in working.items})
-    long_items = _long_term(agent_id, query, vector, identity, now)
+    short_items, short_left_out = _short_term(
+        agent_id, session_id, vector, {i.id for i in working.items}
+    )
+    long_items, long_left_out = _long_term(agent_id, query, vector, identity, now)
     layers = {
         "working": working,
         "short_term": Layer(
@@ -638,6 +681,7 @@ def context_build(
             _layer_method(short_items, "newest"),
             short_items,
             _header_tokens(SHORT_TERM_HEADER),
+            short_left_out,
         ),
         "long_term": Layer(
             shares["long_term"],
@@ -645,6 +689,7 @@ def context_build(
             _layer_method(long_items, "access_count"),
             long_items,
             _header_tokens(LONG_TERM_HEADER),
+            long_left_out,
         ),
     }
     cuts = _fit(layers, budget)
@@ -741,6 +786,8 @@ def _drop_restated_memories(long_term: Layer, messages: list[Item]) -> int:
         if same is None:
             kept.append(item)
         else:
-            long_term.left_out.append(LeftOut(item.id, f"says the same as message {same.id}"))
+            long_term.left_out.append(
+                LeftOut(item.id, f"says the same as message {same.id}", item.score)
+            )
     long_term.items = kept
     return before - long_term.used

@@ -8,20 +8,24 @@ calls the flows' own checks so that their messages appear beside the field at fa
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import date, datetime, time, timedelta
 from typing import Any
 
 from django import forms
-from django.db.models import F, QuerySet
+from django.db.models import Count, DurationField, ExpressionWrapper, F, Q, QuerySet
+from django.utils import timezone
 
-from memory.messages import RUN_METADATA_KEY, message_check
+from memory.messages import RUN_METADATA_KEY, message_check, session_messages
 from memory.models import (
     LongTermMemory,
     MainMessage,
     MemoryAction,
     MemoryType,
+    MessageType,
+    Role,
     ShortTermMemory,
 )
+from memory.search import MODES, SearchResult, search_agents
 from memory.validation import InvalidInput, check_content
 
 # --- the dashboard -------------------------------------------------------------------------
@@ -102,6 +106,178 @@ class MemoryFilterForm(forms.Form):
             memories = memories.filter(archived_at__isnull=False)
         _, order = self.SORTS[choice.get("sort") or self.DEFAULT_SORT]
         return memories.order_by(*order)
+
+
+class SessionFilterForm(forms.Form):
+    """The session list's `?q=` (session id or message text), `agent`, `since` and `until`
+    (sessions with messages in those days, both included, in the server's time zone) and
+    `sort`; an unknown sort is refused (`bad_sort`), other invalid values are ignored."""
+
+    DURATION = ExpressionWrapper(
+        F("last_timestamp") - F("first_timestamp"), output_field=DurationField()
+    )
+    SORTS = {
+        "-last": ("last message, newest first", (F("last_timestamp").desc(),)),
+        "last": ("last message, oldest first", (F("last_timestamp").asc(),)),
+        "-start": ("started, newest first", (F("first_timestamp").desc(),)),
+        "start": ("started, oldest first", (F("first_timestamp").asc(),)),
+        "-messages": ("most messages", (F("message_count").desc(),)),
+        "-tokens": ("most tokens", (F("token_count").desc(),)),
+        "-duration": ("longest", (F("duration").desc(),)),
+    }
+    DEFAULT_SORT = "-last"
+
+    q = forms.CharField(
+        required=False,
+        widget=forms.TextInput(
+            attrs={"type": "search", "placeholder": "session id or message text"}
+        ),
+    )
+    agent = forms.ChoiceField(required=False)
+    since = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    until = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    sort = forms.ChoiceField(
+        required=False,
+        choices=[(value, label) for value, (label, _) in SORTS.items()],
+        error_messages={"invalid_choice": "Unknown sort “%(value)s”."},
+    )
+
+    def __init__(self, data: dict[str, Any], *, agents: list[str]) -> None:
+        super().__init__(data)
+        self.fields["agent"].choices = [("", "all agents"), *((a, a) for a in agents)]
+        self.is_valid()  # cleaned_data: the valid values only
+
+    @property
+    def bad_sort(self) -> bool:
+        return "sort" in self.errors
+
+    @property
+    def narrowed(self) -> bool:
+        """Some sessions may not be listed."""
+        return any(self.cleaned_data.get(name) for name in ("q", "agent", "since", "until"))
+
+    def sessions(self) -> QuerySet[MainMessage, dict[str, Any]]:
+        """One row per session (MainMessage.objects.sessions()) with its `duration`."""
+        choice = self.cleaned_data
+        messages = MainMessage.objects.all()
+        if choice.get("agent"):
+            messages = messages.filter(agent_id=choice["agent"])
+        sessions = messages.sessions().annotate(duration=self.DURATION)
+        if choice.get("q"):
+            query = choice["q"]
+            sessions = sessions.annotate(
+                matches=Count("id", filter=Q(content__icontains=query))
+            ).filter(Q(session_id__icontains=query) | Q(matches__gt=0))
+        if choice.get("since"):
+            sessions = sessions.filter(last_timestamp__gte=_start_of(choice["since"]))
+        if choice.get("until"):
+            sessions = sessions.filter(first_timestamp__lte=_end_of(choice["until"]))
+        _, order = self.SORTS[choice.get("sort") or self.DEFAULT_SORT]
+        return sessions.order_by(*order, "agent_id", "session_id")
+
+
+class TimelineForm(forms.Form):
+    """A session page's `?q=` (text in the session), `role`, `type` and `order`; an invalid
+    value is ignored, as the memory list's filters are."""
+
+    ORDERS = {"oldest": "oldest first", "newest": "newest first"}
+
+    q = forms.CharField(
+        required=False,
+        widget=forms.TextInput(attrs={"type": "search", "placeholder": "text in this session"}),
+    )
+    role = forms.ChoiceField(required=False, choices=[("", "any role"), *Role.choices])
+    type = forms.ChoiceField(required=False, choices=[("", "any type"), *MessageType.choices])
+    order = forms.ChoiceField(required=False, choices=ORDERS.items())
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        super().__init__(data)
+        self.is_valid()  # cleaned_data: the valid values only
+
+    @property
+    def newest_first(self) -> bool:
+        return self.cleaned_data.get("order") == "newest"
+
+    @property
+    def narrowed(self) -> bool:
+        """Some messages of the session may not be shown."""
+        return any(self.cleaned_data.get(name) for name in ("q", "role", "type"))
+
+    def messages(self, agent_id: str, session_id: str) -> QuerySet[MainMessage]:
+        choice = self.cleaned_data
+        messages = session_messages(agent_id, session_id)
+        if choice.get("role"):
+            messages = messages.filter(role=choice["role"])
+        if choice.get("type"):
+            messages = messages.filter(msg_type=choice["type"])
+        if choice.get("q"):
+            messages = messages.filter(content__icontains=choice["q"])
+        return messages.reverse() if self.newest_first else messages
+
+
+class SearchForm(forms.Form):
+    """The search page's `?q=` and filters, as the API's `GET /search` takes them; `agent`
+    narrows to one agent (all of them otherwise), `since` and `until` are days in the
+    server's time zone, both included."""
+
+    q = forms.CharField(
+        max_length=1000,
+        widget=forms.TextInput(attrs={"type": "search", "placeholder": "words, in any language"}),
+    )
+    agent = forms.ChoiceField(required=False)
+    # Hybrid first: the default, as the API's.
+    mode = forms.ChoiceField(
+        required=False, choices=[(m, m) for m in sorted(MODES, key="hybrid".__ne__)]
+    )
+    session = forms.CharField(
+        required=False, max_length=200, widget=forms.TextInput(attrs={"placeholder": "session id"})
+    )
+    role = forms.ChoiceField(required=False, choices=[("", "any role"), *Role.choices])
+    type = forms.ChoiceField(required=False, choices=[("", "any type"), *MessageType.choices])
+    since = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    until = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+
+    def __init__(self, data: dict[str, Any] | None, *, agents: list[str]) -> None:
+        super().__init__(data)
+        self.agents = agents
+        self.fields["agent"].choices = [("", "all agents"), *((a, a) for a in agents)]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if data.get("since") and data.get("until") and data["since"] > data["until"]:
+            raise forms.ValidationError("“since” must not be after “until”.")
+        return data
+
+    def search(self, k: int) -> SearchResult:
+        """The best `k` messages of the chosen agent, or of every agent."""
+        choice = self.cleaned_data
+        since, until = choice.get("since"), choice.get("until")
+        return search_agents(
+            agent_ids=[choice["agent"]] if choice.get("agent") else self.agents,
+            query=choice["q"],
+            mode=choice.get("mode") or "hybrid",
+            k=k,
+            session_id=choice.get("session") or None,
+            role=choice.get("role") or None,
+            msg_type=choice.get("type") or None,
+            since=_start_of(since) if since else None,
+            until=_end_of(until) if until else None,
+        )
+
+
+# A day a day away from the calendar's ends: its bounds in any time zone are still dates
+# (0001-01-01 in UTC+8 would be a year 0 in UTC).
+FIRST_DAY, LAST_DAY = date.min + timedelta(days=1), date.max - timedelta(days=1)
+
+
+def _start_of(day: date) -> datetime:
+    """Midnight at the start of `day` in the server's time zone."""
+    return timezone.make_aware(datetime.combine(max(day, FIRST_DAY), time.min))
+
+
+def _end_of(day: date) -> datetime:
+    """The last instant of `day` in the server's time zone (search's `until` is included)."""
+    return timezone.make_aware(datetime.combine(min(day, LAST_DAY), time.max))
 
 
 class BulkMemoryForm(forms.Form):

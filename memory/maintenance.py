@@ -20,6 +20,7 @@ import logging
 import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -32,6 +33,7 @@ from memory.extraction import MEMORY_CHARS, Extracted, offline_extract
 from memory.extraction import sentences as _sentences
 from memory.llm import LLMError, configured_chat
 from memory.models import (
+    RUN_NOTE,
     WAITING,
     ConsolidationRun,
     LongTermMemory,
@@ -160,7 +162,7 @@ def llm_extract(summaries: list[str]) -> list[Extracted] | None:
     return None
 
 
-def _merge(memory: LongTermMemory, item: Extracted) -> None:
+def _merge(run: ConsolidationRun, memory: LongTermMemory, item: Extracted) -> None:
     """A new extraction confirms the memory: confidence and source count go up. Its text
     becomes the newer wording, unless a person curated it: then the history keeps the
     proposal and the memory keeps the person's words."""
@@ -168,18 +170,19 @@ def _merge(memory: LongTermMemory, item: Extracted) -> None:
         "confidence": min(1.0, memory.confidence + MERGE_CONFIDENCE_STEP),
         "source_count": memory.source_count + 1,
     }
+    note: dict[str, Any] = {RUN_NOTE: run.pk}
     if not memory.curated:
         memories.memory_update(
             memory,
             actor="consolidation",
             action=MemoryAction.MERGE,
+            note=note,
             content=item.content,
             **confirmed,
         )
         return
-    note = None
     if item.content != memory.content:
-        note = {"proposed_content": item.content, "content_kept": "curated"}
+        note |= {"proposed_content": item.content, "content_kept": "curated"}
     memories.memory_update(
         memory, actor="consolidation", action=MemoryAction.MERGE, note=note, **confirmed
     )
@@ -254,7 +257,7 @@ def _store(
     """Merge the item into the memory it repeats (True), or create one (False)."""
     duplicate = _duplicate_of(run.agent_id, item, vector, fresh)
     if duplicate is not None:
-        _merge(duplicate, item)
+        _merge(run, duplicate, item)
         return True
     memory = memories.memory_create(
         agent_id=run.agent_id,
@@ -262,6 +265,7 @@ def _store(
         memory_type=item.memory_type,
         source_session=run.session_id,
         actor="consolidation",
+        note={RUN_NOTE: run.pk},
     )
     if vector is not None:
         fresh[memory.pk] = (item.memory_type, vector)

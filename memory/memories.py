@@ -82,15 +82,23 @@ def _jsonable(value: Any) -> Any:
 
 
 def memory_create(
-    *, agent_id: str, content: str, memory_type: str, actor: str, **fields: Any
+    *,
+    agent_id: str,
+    content: str,
+    memory_type: str,
+    actor: str,
+    note: dict[str, Any] | None = None,
+    **fields: Any,
 ) -> LongTermMemory:
+    """A new memory and its first history row; `note` goes in that row's `changes` (the
+    consolidation run that made it)."""
     fields = {"content": content, "memory_type": memory_type, **fields}
     _check(fields)
     with transaction.atomic():
         memory = LongTermMemory.objects.create(
             agent_id=agent_id, curated=by_a_person(actor), **fields
         )
-        _history(memory, MemoryAction.CREATE, actor)
+        _history(memory, MemoryAction.CREATE, actor, changes=note)
         transaction.on_commit(scheduling.schedule_embedding, robust=True)
     return memory
 

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import models
-from django.db.models import Count, Max, Min
+from django.db.models import Count, Max, Min, Sum
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -70,11 +70,12 @@ class MainMessageQuerySet(models.QuerySet["MainMessage"]):
 
     def sessions(self) -> models.QuerySet[MainMessage, dict[str, Any]]:
         """One row per session of these messages, most recently active first: agent_id,
-        session_id, message_count, first_timestamp, last_timestamp."""
+        session_id, message_count, token_count, first_timestamp, last_timestamp."""
         return (
             self.values("agent_id", "session_id")
             .annotate(
                 message_count=Count("id"),
+                token_count=Sum("token_count"),
                 first_timestamp=Min("timestamp"),
                 last_timestamp=Max("timestamp"),
             )
@@ -276,10 +277,13 @@ class MemoryAction(models.TextChoices):
 
 
 CONSOLIDATION = "consolidation"  # the actor of what consolidation writes
+# The key of a history row's `changes` naming the consolidation run that created or merged
+# the memory (the session page lists each run's memories by it).
+RUN_NOTE = "consolidation_run"
 # The history's fields holding times (as ISO text: `changes` and `old_values` are JSON).
 TIME_FIELDS = frozenset({"expires_at", "archived_at"})
 # What a history row may hold besides the fields it changed.
-NOTE_KEYS = frozenset({"reverted_to", "proposed_content", "content_kept"})
+NOTE_KEYS = frozenset({"reverted_to", "proposed_content", "content_kept", RUN_NOTE})
 ACTION_LABELS = {
     MemoryAction.CREATE: "created",
     MemoryAction.UPDATE: "edited",

@@ -7,7 +7,7 @@ lexically and say why in `degraded`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -268,6 +268,28 @@ def search(
         if c.id in messages  # a vector whose message was deleted meanwhile
     ]
     return SearchResult(mode=mode, hits=hits, degraded=degraded)
+
+
+def search_agents(
+    *, agent_ids: Sequence[str], query: str, mode: str = "hybrid", k: int = 10, **filters: Any
+) -> SearchResult:
+    """`search` over several agents (the dashboard's search of all agents): each agent is
+    searched alone, as every index is scoped to one, and the hits are ordered by their score
+    in their own agent's search, the best k kept. A person searching wants every message, so
+    none is dropped as an echo."""
+    hits: list[SearchHit] = []
+    modes: set[str] = set()
+    degraded: list[str] = []
+    for agent_id in agent_ids:
+        result = search(
+            agent_id=agent_id, query=query, mode=mode, k=k, drop_echoes=False, **filters
+        )
+        hits += result.hits
+        modes.add(result.mode)
+        degraded += [reason for reason in result.degraded if reason not in degraded]
+    hits.sort(key=lambda hit: (-hit.score, hit.message.pk))
+    answered = modes.pop() if len(modes) == 1 else ("mixed" if modes else mode)
+    return SearchResult(mode=answered, hits=hits[:k], degraded=degraded)
 
 
 def _without_echoes(candidates: list[Ranked], query: str) -> list[Ranked]:

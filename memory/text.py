@@ -125,3 +125,35 @@ def folded_say_the_same(a: str, b: str, *, threshold: float = 0.8) -> bool:
         return True
     shorter, longer = sorted((len(a), len(b)))
     return 2 * shorter / (shorter + longer) > threshold and _dice(a, b) > threshold
+
+
+def highlight_terms(query: str) -> list[str]:
+    """What to mark in a hit for a query: its words (of 2+ characters) and the bigrams of its
+    CJK runs (a single character when a run is one), as the lexical index matches them."""
+    words = [w for w in re.findall(r"\w+", without_cjk(query)) if len(w) > 1]
+    return [*words, *cjk_terms(query, unigrams=False).split()]
+
+
+def snippet(text: str, terms: list[str], *, width: int = 240) -> list[tuple[str, bool]]:
+    """`width` characters of `text` around its first match of `terms` (case-insensitive), as
+    (part, is a match) pairs, "…" where it was cut: the caller escapes each part."""
+    pattern = (
+        re.compile("|".join(re.escape(t) for t in sorted(terms, key=len, reverse=True)), re.I)
+        if terms
+        else None
+    )
+    first = pattern.search(text) if pattern else None
+    start = max(0, first.start() - width // 3) if first else 0
+    end = min(len(text), start + width)
+    parts: list[tuple[str, bool]] = [("…", False)] if start else []
+    position = start
+    for match in pattern.finditer(text, start, end) if pattern else ():
+        if match.start() > position:
+            parts.append((text[position : match.start()], False))
+        parts.append((match.group(), True))
+        position = match.end()
+    if position < end:
+        parts.append((text[position:end], False))
+    if end < len(text):
+        parts.append(("…", False))
+    return parts

@@ -9,6 +9,7 @@ from memory import views
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
     path("sessions/", views.sessions, name="sessions"),
+    path("search/", views.search_page, name="search"),
     # Agent names and session ids never contain "/" (memory.validation), so <str:> fits them.
     path("sessions/<str:agent_id>/<str:session_id>/", views.session, name="session"),
     path(

@@ -6,6 +6,9 @@ One view per page. An htmx request gets only the part of the page it swaps (a Dj
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
@@ -19,12 +22,20 @@ from django.shortcuts import redirect, render
 from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from memory.context import Context, context_build
-from memory.forms import BulkMemoryForm, ContextForm, MemoryFilterForm, MemoryForm
+from memory.forms import (
+    BulkMemoryForm,
+    ContextForm,
+    MemoryFilterForm,
+    MemoryForm,
+    SearchForm,
+    SessionFilterForm,
+    TimelineForm,
+)
 from memory.health import Health, service_health
 from memory.memories import (
     memories_apply,
@@ -36,16 +47,21 @@ from memory.memories import (
     memory_versions,
 )
 from memory.memories import memory_restore as memory_restore_flow
-from memory.messages import session_messages
+from memory.messages import RUN_METADATA_KEY, session_messages
 from memory.models import (
+    CONSOLIDATION,
+    RUN_NOTE,
+    ConsolidationRun,
     LongTermMemory,
     LongTermMemoryHistory,
     MainMessage,
     MemoryAction,
     MemoryType,
     Role,
+    RunStatus,
     ShortTermMemory,
 )
+from memory.text import highlight_terms, snippet
 from memory.validation import InvalidInput
 from orca_memory.pages import needs, object_or_404, render_page
 
@@ -63,8 +79,21 @@ SESSIONS_PER_PAGE = 25
 MESSAGES_PER_PAGE = 100
 MEMORIES_PER_PAGE = 25
 RECENT_SESSIONS = 8
+CONSOLIDATION_RUNS_SHOWN = 20
+SEARCH_HITS = 50
+# Every index is scoped to one agent: a search of all agents searches each, up to this many.
+SEARCH_AGENTS = 20
+MAX_ID = 2**63 - 1  # a larger number is no row's id, and overflows the database's integers
 # The event a deleted card's answer sends: the memory list reloads itself, counts included.
 MEMORIES_CHANGED = "memories-changed"
+LAYER_SHORT_LABELS = {
+    "working": "Working",
+    "short_term": "Short-term",
+    "long_term": "Long-term",
+    "recall": "Recall",
+}
+# The preview's order: what the query chose first, the session's own messages last.
+PREVIEW_ORDER = ("long_term", "recall", "short_term", "working")
 LAYER_LABELS = {
     "working": "Working memory",
     "short_term": "Short-term memory",
@@ -85,17 +114,60 @@ def _agents(model: type[MainMessage] | type[LongTermMemory]) -> list[str]:
     return list(model.objects.values_list("agent_id", flat=True).distinct().order_by("agent_id"))
 
 
-def all_sessions(agent_id: str = "", query: str = "") -> QuerySet[MainMessage, dict[str, Any]]:
-    """One row per (agent, session), newest first; `query` matches the id or any message text."""
-    rows = MainMessage.objects.all()
-    if agent_id:
-        rows = rows.filter(agent_id=agent_id)
-    sessions = rows.sessions()
-    if query:
-        sessions = sessions.annotate(
-            matches=Count("id", filter=Q(content__icontains=query))
-        ).filter(Q(session_id__icontains=query) | Q(matches__gt=0))
-    return sessions
+# A parent message's sub-agent runs: {agent name: finished}, by (agent, session, parent id).
+Runs = dict[tuple[str, str, int], dict[str, bool]]
+
+
+def subagent_runs(parents: QuerySet[MainMessage], results: QuerySet[MainMessage]) -> Runs:
+    """The sub-agent runs that `parents` started: a run with replies recorded (the
+    subagents app's rows, read through their foreign key's reverse name: memory imports no
+    subagents module), or finished (a result among `results`, `metadata.subagent`). Two
+    queries, however many messages."""
+    runs: Runs = {}
+    replied = parents.filter(subagent_messages__isnull=False).values_list(
+        "agent_id", "session_id", "pk", "subagent_messages__agent_name"
+    )
+    for agent_id, session_id, parent, name in replied.distinct():
+        runs.setdefault((agent_id, session_id, parent), {}).setdefault(name, False)
+    finished = results.filter(role=Role.TOOL, metadata__has_key=RUN_METADATA_KEY)
+    for message in finished.only("agent_id", "session_id", "role", "metadata"):
+        run = _run_of(message)
+        if run is not None:
+            key = (message.agent_id, message.session_id, run["parent_msg_id"])
+            runs.setdefault(key, {})[run["agent_name"]] = True
+    return runs
+
+
+def _session_rows(sessions: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Session rows (MainMessage.objects.sessions()) with how many sub-agent runs their
+    messages started (`subagent_runs`), and whether they were ended (`ended`: a
+    consolidation asked for at the session's end) and consolidated (`consolidated`: a run
+    done). Three queries for a page of any size."""
+    rows = list(sessions)
+    if not rows:
+        return rows
+    scope = Q()
+    for row in rows:
+        scope |= Q(agent_id=row["agent_id"], session_id=row["session_id"])
+    messages = MainMessage.objects.filter(scope)
+    counts: dict[tuple[str, str], int] = {}
+    for (agent_id, session_id, _), names in subagent_runs(messages, messages).items():
+        counts[agent_id, session_id] = counts.get((agent_id, session_id), 0) + len(names)
+    ended, consolidated = set(), set()
+    runs = ConsolidationRun.objects.filter(scope).values_list(
+        "agent_id", "session_id", "trigger", "status"
+    )
+    for agent_id, session_id, trigger, status in runs.distinct():
+        if trigger == "session_end":  # POST /sessions/{id}/end
+            ended.add((agent_id, session_id))
+        if status == RunStatus.DONE:
+            consolidated.add((agent_id, session_id))
+    for row in rows:
+        key = (row["agent_id"], row["session_id"])
+        row.update(
+            subagent_runs=counts.get(key, 0), ended=key in ended, consolidated=key in consolidated
+        )
+    return rows
 
 
 def health_notes(health: Health) -> list[str]:
@@ -151,7 +223,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         "memory_counts": [
             (value, label, by_type.get(value, 0)) for value, label in MemoryType.choices
         ],
-        "recent_sessions": all_sessions()[:RECENT_SESSIONS],
+        "recent_sessions": _session_rows(MainMessage.objects.sessions()[:RECENT_SESSIONS]),
     }
     return render(request, "memory/dashboard.html", context)
 
@@ -159,15 +231,15 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 @login_required
 @needs(VIEW_SESSIONS)
 def sessions(request: HttpRequest) -> HttpResponse:
-    agent_id = request.GET.get("agent", "")
-    query = request.GET.get("q", "").strip()
-    context = {
-        "agents": _agents(MainMessage),
-        "agent": agent_id,
-        "q": query,
-        "page": _page(request, all_sessions(agent_id, query), SESSIONS_PER_PAGE),
-    }
-    return render_page(request, "memory/sessions.html", context, partial="session_list")
+    """The session list, filtered and sorted by its query string; an unknown sort is a 400
+    that says so (the page shows the list in its default order under the error)."""
+    filters = SessionFilterForm(request.GET, agents=_agents(MainMessage))
+    page = _page(request, filters.sessions(), SESSIONS_PER_PAGE)
+    context = {"filters": filters, "page": page, "rows": _session_rows(page)}
+    response = render_page(request, "memory/sessions.html", context, partial="session_list")
+    if filters.bad_sort:
+        response.status_code = 400
+    return response
 
 
 def _run_of(message: MainMessage) -> dict[str, Any] | None:
@@ -187,35 +259,155 @@ def _run_of(message: MainMessage) -> dict[str, Any] | None:
     return run
 
 
-def _layers(built: Context) -> list[dict[str, Any]]:
-    """Each layer with its share of the bar: used tokens against the layer's budget."""
-    return [
-        {
-            "name": name,
-            "label": LAYER_LABELS[name],
-            "layer": layer,
-            "percent": min(100, round(100 * layer.used / layer.budget)) if layer.budget else 0,
-            "over": layer.used > layer.budget,
-        }
-        for name, layer in built.layers.items()
-    ]
+def message_url(agent_id: str, session_id: str, message_id: int) -> str:
+    """A message inside its session's page: the page that holds it, scrolled to it."""
+    url = reverse("session", args=[agent_id, session_id])
+    return f"{url}?at={message_id}#message-{message_id}"
+
+
+def _layers(agent_id: str, session_id: str, built: Context) -> list[dict[str, Any]]:
+    """Each layer, those chosen for the query first (working memory, often the longest, comes
+    last), with its share of the bar (used tokens against its budget), and its items and the
+    candidates it left out, each with a link: a message to its place in its session, a
+    memory to its page, a summary to its card on this page."""
+    recall_left_out = [left.id for left in built.layers["recall"].left_out]
+    sessions_of = dict(
+        MainMessage.objects.filter(agent_id=agent_id, pk__in=recall_left_out).values_list(
+            "pk", "session_id"
+        )
+        if recall_left_out
+        else ()
+    )
+
+    def link(name: str, pk: int, in_session: str | None) -> str | None:
+        if name == "long_term":
+            return reverse("memory", args=[pk])
+        if name == "short_term":
+            return f"#summary-{pk}"
+        return message_url(agent_id, in_session, pk) if in_session else None
+
+    rows = []
+    for name in PREVIEW_ORDER:
+        layer = built.layers[name]
+        items = [
+            (item, link(name, item.id, item.details.get("session_id", session_id)))
+            for item in layer.items
+        ]
+        left_out = [
+            (left, link(name, left.id, sessions_of.get(left.id, session_id)))
+            for left in layer.left_out
+        ]
+        rows.append(
+            {
+                "name": name,
+                "label": LAYER_LABELS[name],
+                "short_label": LAYER_SHORT_LABELS[name],
+                "layer": layer,
+                "items": items,
+                "left_out": left_out,
+                "percent": min(100, round(100 * layer.used / layer.budget)) if layer.budget else 0,
+                "over": layer.used > layer.budget,
+            }
+        )
+    return rows
+
+
+def _page_of(messages: QuerySet[MainMessage], at: str | None, *, newest_first: bool) -> int | None:
+    """The number of the page that holds message `at` (`?at=`, how links reach a message
+    inside its session), or None when it is not one of `messages`."""
+    if not (at and at.isascii() and at.isdigit() and int(at) <= MAX_ID):
+        return None
+    found = messages.filter(pk=int(at)).values_list("timestamp", flat=True).first()
+    if found is None:
+        return None
+    if newest_first:
+        before = messages.filter(Q(timestamp__gt=found) | Q(timestamp=found, pk__gt=int(at)))
+    else:
+        before = messages.filter(Q(timestamp__lt=found) | Q(timestamp=found, pk__lt=int(at)))
+    return before.count() // MESSAGES_PER_PAGE + 1
+
+
+@dataclass
+class RunMemories:
+    """A consolidation run of the session and the memories it created and merged, as their
+    history rows name them (rows written before runs were named there have no list)."""
+
+    run: ConsolidationRun
+    created: list[tuple[int, LongTermMemory | None]] = field(default_factory=list)
+    merged: list[tuple[int, LongTermMemory | None]] = field(default_factory=list)
+
+
+def _consolidation(agent_id: str, session_id: str) -> list[RunMemories]:
+    """The session's newest consolidation runs with their memories (None: since deleted),
+    in three queries however many there are."""
+    runs = {
+        run.pk: RunMemories(run)
+        for run in ConsolidationRun.objects.filter(
+            agent_id=agent_id, session_id=session_id
+        ).order_by("-requested_at", "-id")[:CONSOLIDATION_RUNS_SHOWN]
+    }
+    made = LongTermMemoryHistory.objects.filter(
+        agent_id=agent_id,
+        actor=CONSOLIDATION,
+        action__in=(MemoryAction.CREATE, MemoryAction.MERGE),
+        **{f"changes__{RUN_NOTE}__in": list(runs)},
+    ).values_list(f"changes__{RUN_NOTE}", "memory_id", "action")
+    rows = list(made.order_by("id")) if runs else []
+    memories = LongTermMemory.objects.in_bulk({memory_id for _, memory_id, _ in rows})
+    for run_id, memory_id, action in rows:
+        entry = runs[run_id]
+        found = (memory_id, memories.get(memory_id))
+        (entry.created if action == MemoryAction.CREATE else entry.merged).append(found)
+    return list(runs.values())
 
 
 def _session_context(
     request: HttpRequest, agent_id: str, session_id: str, form: ContextForm
 ) -> dict[str, Any]:
-    page = _page(request, session_messages(agent_id, session_id), MESSAGES_PER_PAGE)
-    if not page.paginator.count:
+    filters = TimelineForm(request.GET)
+    messages = filters.messages(agent_id, session_id)
+    at = _page_of(messages, request.GET.get("at"), newest_first=filters.newest_first)
+    page = Paginator(messages, MESSAGES_PER_PAGE).get_page(request.GET.get("page") or at)
+    total = page.paginator.count
+    if filters.narrowed:
+        total = session_messages(agent_id, session_id).count()
+    if not total:
         raise Http404(f"Agent {agent_id} has no session {session_id}.")
+    last = page.paginator.num_pages
     timeline = list(page)
+    ids = [message.pk for message in timeline]
+    runs = subagent_runs(
+        MainMessage.objects.filter(pk__in=ids),
+        MainMessage.objects.filter(agent_id=agent_id, session_id=session_id),
+    )
     for message in timeline:
         message.run = _run_of(message)
+        # The runs this message started, each linked, finished or not.
+        started = runs.get((agent_id, session_id, message.pk), {})
+        message.started_runs = [
+            (
+                name,
+                finished,
+                f"{reverse('subagent_run', args=[message.pk])}?{urlencode({'agent': name})}",
+            )
+            for name, finished in sorted(started.items())
+        ]
     return {
         "agent_id": agent_id,
         "session_id": session_id,
         "page": page,
+        "page_numbers": list(page.paginator.get_elided_page_range(page.number, on_ends=1)),
+        "ellipsis": Paginator.ELLIPSIS,
+        "total": total,
+        "filters": filters,
+        # The jumps: the newest messages are on the last page, or the first newest first.
+        "oldest_page": last if filters.newest_first else 1,
+        "newest_page": 1 if filters.newest_first else last,
         "timeline": timeline,
         "summaries": ShortTermMemory.objects.of_session(agent_id, session_id),
+        "consolidation": _consolidation(agent_id, session_id)
+        if request.user.has_perm("memory.view_consolidationrun")
+        else None,
         "form": form,
     }
 
@@ -242,8 +434,39 @@ def context_preview(request: HttpRequest, agent_id: str, session_id: str) -> Htt
             query=form.cleaned_data["query"] or None,
             model_window=form.cleaned_data["model_window"],
         )
-        context.update(built=built, layers=_layers(built))
+        context.update(
+            built=built,
+            layers=_layers(agent_id, session_id, built),
+            # As an agent receives them: the JSON an OpenAI-compatible chat API is sent.
+            messages_json=json.dumps(built.messages, ensure_ascii=False, indent=2),
+        )
     return render_page(request, "memory/session.html", context, partial="context")
+
+
+@login_required
+@needs(VIEW_SESSIONS)
+def search_page(request: HttpRequest) -> HttpResponse:
+    """The agents' messages best matching `?q=`, by the API's hybrid search, each hit a
+    snippet with the query's words marked, linked to its place in its session."""
+    agents = _agents(MainMessage)
+    form = SearchForm(request.GET if "q" in request.GET else None, agents=agents)
+    context: dict[str, Any] = {"form": form, "k": SEARCH_HITS}
+    if form.is_valid():
+        if not form.cleaned_data["agent"] and len(agents) > SEARCH_AGENTS:
+            form.add_error("agent", f"Choose an agent: there are more than {SEARCH_AGENTS}.")
+        else:
+            result = form.search(SEARCH_HITS)
+            terms = highlight_terms(form.cleaned_data["q"])
+            context["result"] = result
+            context["hits"] = [
+                (
+                    hit,
+                    snippet(hit.message.content, terms),
+                    message_url(hit.message.agent_id, hit.message.session_id, hit.message.pk),
+                )
+                for hit in result.hits
+            ]
+    return render_page(request, "memory/search.html", context, partial="results")
 
 
 @login_required

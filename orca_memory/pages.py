@@ -29,6 +29,7 @@ NAV_SECTIONS = {
     "": "dashboard",
     "sessions": "sessions",
     "messages": "sessions",
+    "search": "search",
     "memories": "memories",
 }
 

@@ -107,6 +107,7 @@ def test_a_curated_memorys_text_survives_a_merge(api, one_memory_per_message):
         "source_count": 2,
         "proposed_content": "I prefer green tea in the mornings.",
         "content_kept": "curated",
+        "consolidation_run": run.pk,
     }
 
 

@@ -487,3 +487,85 @@ def test_the_evaluation_counts_the_tokens_that_repeat_another_item():
     )
 
     assert duplicate_share(context) == pytest.approx((5 + 10) / (5 + 5 + 10 + 10))
+
+
+# --- what was left out, and why -----------------------------------------------------------
+
+
+def left_out(context, layer: str) -> dict[int, str]:
+    return {o.id: o.reason for o in context.layers[layer].left_out}
+
+
+def test_matches_below_the_chosen_are_left_out_with_their_rank_and_score():
+    def tea(text: str, **fields):
+        return memory_create(agent_id="a1", content=text, memory_type="fact", actor="api", **fields)
+
+    best, second = tea("green tea green tea every day"), tea("green tea at noon")
+    third = tea("tea with lunch")
+    expired = tea("green tea green tea green tea", expires_at=DAY_ONE)
+
+    context = context_build(agent_id="a1", session_id="s1", query="green tea", model_window=8192)
+
+    chosen = [item.id for item in context.layers["long_term"].items]
+    reasons = left_out(context, "long_term")
+    assert reasons[third.pk] == "ranked below the 2 chosen"
+    # The best text match of all, expired: its score halved puts it below the chosen two.
+    assert chosen == [best.pk, second.pk]
+    assert reasons == {
+        expired.pk: "ranked below the 2 chosen (expired: its score counts 0.5)",
+        third.pk: "ranked below the 2 chosen",
+    }
+    scores = {o.id: o.score for o in context.layers["long_term"].left_out}
+    assert scores[expired.pk] == 0.5 and 0 < scores[third.pk] < 0.5
+    assert LongTermMemory.objects.get(pk=third.pk).access_count == 0
+
+
+def test_the_identity_rule_and_missing_vectors_are_named(fake_embedder):
+    def fact(text: str) -> LongTermMemory:
+        return memory_create(agent_id="a1", content=text, memory_type="fact", actor="api")
+
+    strong = [
+        fact("do you remember me Sam"),
+        fact("remember me at the lake"),
+        fact("you remember me"),
+    ]
+    weak = fact("xylophone lessons weekly")
+    vectors.embed_pending()
+    waiting = fact("remember me as a tea lover")  # no vector yet
+
+    context = context_build(
+        agent_id="a1", session_id="s1", query="do you remember me", model_window=8192
+    )
+
+    assert context.identity_recall
+    assert {item.id for item in context.layers["long_term"].items} == {m.pk for m in strong}
+    assert left_out(context, "long_term") == {
+        weak.pk: "identity question: similarity below 0.3",
+        waiting.pk: "not embedded yet: similarity search cannot find it",
+    }
+
+
+def test_a_weak_match_the_top_up_takes_is_not_also_left_out(fake_embedder):
+    weak = memory_create(
+        agent_id="a1", content="xylophone lessons weekly", memory_type="fact", actor="api"
+    )
+    vectors.embed_pending()
+
+    context = context_build(
+        agent_id="a1", session_id="s1", query="do you remember me", model_window=8192
+    )
+
+    assert [item.id for item in context.layers["long_term"].items] == [weak.pk]
+    assert context.layers["long_term"].left_out == []
+
+
+def test_a_summary_of_a_turn_in_working_memory_is_left_out():
+    question = add_message("Which tea do I like?", session_id="s1")
+    reply = add_message("Green tea.", role="assistant", session_id="s1", summarize=False)
+    summary = summarize_turn(reply)
+
+    context = context_build(agent_id="a1", session_id="s1", query=None, model_window=8192)
+
+    assert {question.pk, reply.pk} <= {item.id for item in context.layers["working"].items}
+    assert context.layers["short_term"].items == []
+    assert left_out(context, "short_term") == {summary.pk: "its turn is in working memory"}

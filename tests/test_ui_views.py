@@ -29,6 +29,7 @@ def get_urls(c) -> list[str]:
     return [
         reverse("dashboard"),
         reverse("sessions"),
+        reverse("search") + "?q=gunicorn",
         session_url(),
         reverse("subagent_run", args=[c.ask.pk]),
         reverse("memories"),
