@@ -4,6 +4,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
 
+from memory.mcp_server import mcp_endpoint
 from orca_memory import pages
 from orca_memory.api import api, not_found
 
@@ -20,6 +21,7 @@ urlpatterns = [
     path("favicon.ico", pages.favicon),
     path("admin/", admin.site.urls),
     path("api/v1/", api.urls),
+    path("mcp", mcp_endpoint, name="mcp"),
     re_path(r"^api/v1/", not_found),  # any other path under the API, newlines included
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(next_page="login"), name="logout"),
