@@ -7,8 +7,11 @@ too); the slow one starts the Procfile's gunicorn, as `make run` does, with two 
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
+import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -16,7 +19,7 @@ import httpx
 import pytest
 from django.conf import settings
 from django.db import connection
-from mcp import Client, MCPError
+from mcp import Client, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import CallToolResult
@@ -405,21 +408,36 @@ def test_an_oversized_body_is_refused_and_the_server_keeps_serving(live_server, 
     assert result(call(live_server.url, key, "list_memories")) == {"count": 0, "memories": []}
 
 
+@pytest.fixture(scope="module")
+def sqlite_home(tmp_path_factory) -> tuple[Path, str]:
+    """A migrated ORCA_HOME of the module's processes, and a key of agent-a in it."""
+    home = tmp_path_factory.mktemp("orca")
+    manage(home, "migrate", "--no-input", ORCA_EMBEDDING_PROVIDER="none")
+    key = last_line(
+        manage(home, "create_api_key", "--agent", "agent-a", ORCA_EMBEDDING_PROVIDER="none")
+    )
+    return home, key
+
+
+@pytest.fixture
+def service(request, tmp_path) -> tuple[dict[str, str], str]:
+    """The environment of a service process on the test's engine, and a key of agent-a: on
+    PostgreSQL the test database itself, on SQLite a database of the module's."""
+    if connection.vendor == "postgresql":
+        env = service_env(
+            tmp_path, ORCA_DATABASE_URL=database_url(), ORCA_EMBEDDING_PROVIDER="none"
+        )
+        return env, api_key_create(agent_id="agent-a")[1]
+    home, key = request.getfixturevalue("sqlite_home")
+    return service_env(home, ORCA_EMBEDDING_PROVIDER="none"), key
+
+
 @pytest.mark.slow
 @pytest.mark.postgres
-def test_the_procfiles_server_answers_mcp_beside_the_api_and_the_dashboard(tmp_path):
+def test_the_procfiles_server_answers_mcp_beside_the_api_and_the_dashboard(service):
     """gunicorn as `make run` starts it (two workers): /mcp, the JSON API and the dashboard on
     one port, every MCP request standing alone, whichever worker takes it."""
-    home = tmp_path / "orca"
-    if connection.vendor == "postgresql":
-        env = service_env(home, ORCA_DATABASE_URL=database_url(), ORCA_EMBEDDING_PROVIDER="none")
-        key = api_key_create(agent_id="agent-a")[1]
-    else:
-        env = service_env(home, ORCA_EMBEDDING_PROVIDER="none")
-        manage(home, "migrate", "--no-input", ORCA_EMBEDDING_PROVIDER="none")
-        key = last_line(
-            manage(home, "create_api_key", "--agent", "agent-a", ORCA_EMBEDDING_PROVIDER="none")
-        )
+    env, key = service
     port = free_port()
     server = subprocess.Popen(
         procfile_web_command(f"127.0.0.1:{port}"),
@@ -513,3 +531,45 @@ async def refusal(client: Client, uri: str) -> str | None:
     except MCPError as exc:
         return exc.error.message
     return None
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_mcp_stdio_serves_the_same_tools_for_one_agent(service):
+    env, _ = service
+    command = StdioServerParameters(
+        command=sys.executable,
+        args=["manage.py", "mcp_stdio", "--agent", "local-agent"],
+        env=env,
+        cwd=str(ROOT),
+    )
+
+    async def converse(client: Client) -> list[Any]:
+        tools = await client.list_tools()
+        stored = await client.call_tool(
+            "store_message", {"session_id": "s-9", "role": "user", "content": "Stdio works."}
+        )
+        context = await client.call_tool("get_context", {"session_id": "s-9"})
+        refused = await client.call_tool("expire_memory", {"memory_id": 1})
+        return [tools, stored, context, refused]
+
+    async def run() -> list[Any]:
+        async with Client(stdio_client(command)) as client:
+            return await converse(client)
+
+    tools, stored, context, refused = anyio.run(run)
+
+    assert {tool.name for tool in tools.tools} == set(TOOLS)
+    assert result(stored)["session_id"] == "s-9"
+    assert result(context)["messages"] == [{"role": "user", "content": "Stdio works."}]
+    assert error(refused) == "Error executing tool expire_memory: Not Found"
+    if connection.vendor == "postgresql":
+        rows = list(MainMessage.objects.values_list("agent_id", "session_id", "content"))
+    else:
+        database = sqlite3.connect(Path(env["ORCA_HOME"]) / "data" / "orca.db")
+        rows = database.execute(
+            "SELECT agent_id, session_id, content FROM main_messages WHERE agent_id = ?",
+            ["local-agent"],
+        ).fetchall()
+        database.close()
+    assert rows == [("local-agent", "s-9", "Stdio works.")]
