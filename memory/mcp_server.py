@@ -22,6 +22,7 @@ import anyio
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
+from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from mcp.server.mcpserver import MCPServer
@@ -64,7 +65,7 @@ logger = logging.getLogger(__name__)
 current_agent: ContextVar[str] = ContextVar("orca_mcp_agent")
 # The most memories list_memories returns: a tool's answer goes into a prompt.
 MEMORY_LIST_LIMIT = 50
-# The history of a memory records who changed it: for the API's keys it says `api`.
+# Who changed a memory, as its history names them (the JSON API's changes say `api`).
 ACTOR = "mcp"
 # What the API's detail says of an object another agent owns, or none does.
 NOT_FOUND = "Not Found"
@@ -112,7 +113,8 @@ def _django[**P, T](
     missing: type[Exception] = ToolError,
 ) -> Callable[P, Awaitable[T]]:
     """The tool's (or resource's) body in the request's own thread, where Django's ORM may run
-    (it is synchronous) on the request's connection, which Django closes after the request.
+    (it is synchronous) on the request's connection, which Django closes after the request
+    (under `mcp_stdio`, in the one thread that keeps the process's connection).
     The API's errors become `refused` (a 422 or 409 of the API) and `missing` (a 404), with
     the API's messages."""
     call = sync_to_async(flow, thread_sensitive=True)
@@ -177,7 +179,6 @@ def store_message(
 ) -> dict[str, Any]:
     """Store one message of a conversation (the user's, the assistant's, a tool's). Store every
     message as it happens: get_context and search work from what is stored."""
-    check_identifier("session_id", session_id)
     message = _validated(
         MessageIn, role=role, content=content, msg_type=msg_type, metadata=metadata
     )
@@ -294,8 +295,7 @@ def remember(
         confidence=confidence,
         expires_at=expires_at,
     )
-    fields = memory.dict(exclude_unset=True)
-    created = memory_create(agent_id=current_agent.get(), actor=ACTOR, **fields)
+    created = memory_create(agent_id=current_agent.get(), actor=ACTOR, **memory.dict())
     return _memory_out(created)
 
 
@@ -325,7 +325,9 @@ def list_memories(
         include_expired=filters.include_expired,
     )
     shown = [_memory_out(memory) for memory in memories[:MEMORY_LIST_LIMIT]]
-    return {"count": len(memories), "memories": shown}
+    # Counted in SQL, unless a text search has ranked them already (as the API's pages count).
+    count = memories.count() if isinstance(memories, QuerySet) else len(memories)
+    return {"count": count, "memories": shown}
 
 
 @server.tool(annotations=ToolAnnotations(idempotentHint=True, openWorldHint=False))

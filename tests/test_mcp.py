@@ -6,6 +6,7 @@ too); the slow one starts the Procfile's gunicorn, as `make run` does, with two 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 import subprocess
@@ -16,9 +17,11 @@ from typing import Any
 
 import anyio
 import httpx
+import hypothesis
 import pytest
 from django.conf import settings
-from django.db import connection
+from django.db import OperationalError, connection
+from hypothesis import strategies as st
 from mcp import Client, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -259,6 +262,25 @@ def test_it_refuses_no_key_a_bad_key_and_a_revoked_key(live_server, key):
     assert not MainMessage.objects.exists()
 
 
+def test_a_message_the_database_cannot_take_is_kept_in_the_jsonl_backup(
+    live_server, key, settings, monkeypatch, tmp_path
+):
+    settings.ORCA = dataclasses.replace(settings.ORCA, jsonl_backup=True, data_dir=tmp_path)
+
+    def locked(**fields: Any) -> None:
+        raise OperationalError("database is locked")
+
+    monkeypatch.setattr("memory.messages.message_add", locked)
+    answer = call(
+        live_server.url, key, "store_message", session_id="s-1", role="user", content="断网时的消息"
+    )
+
+    assert result(answer)["stored_in"] == "jsonl"
+    (kept,) = (tmp_path / "jsonl").rglob("*.jsonl")
+    assert "断网时的消息" in kept.read_text()
+    assert not MainMessage.objects.exists()
+
+
 BAD_ARGUMENTS = [
     # (tool, arguments, the error after "Error executing tool <tool>: ")
     (
@@ -392,6 +414,55 @@ def test_malformed_json_rpc_gets_protocol_errors_and_the_server_keeps_serving(li
     assert get.status_code == 405 and get.headers["Allow"] == "POST"
     listed = with_client(url, key, lambda client: client.list_tools())
     assert len(listed.tools) == len(TOOLS)
+
+
+# Values a tool's arguments may meet: any JSON, and the words its enums and formats take.
+PLAUSIBLE = ["user", "tool", "fact", "preference", "lexical", "all", "s-1", "2026-05-01T09:00:00Z"]
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20)
+    | st.sampled_from(PLAUSIBLE),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=5), children, max_size=3)
+    ),
+    max_leaves=6,
+)
+ARGUMENT_NAMES = sorted(
+    {name for names in TOOLS.values() for name in names}
+    | {"k", "mode", "metadata", "state", "since", "confidence", "model_window", "extra"}
+)
+
+
+def test_random_arguments_get_answers_never_a_crash(live_server, key):
+    """Schemathesis-style: any JSON as any tool's arguments is answered, as a result or a
+    tool error that says what is wrong; never the SDK's bare message for a crash."""
+    crashes: list[tuple[str, dict[str, Any], str]] = []
+    with httpx.Client(
+        headers={"Authorization": f"Bearer {key}", "Accept": "application/json, text/event-stream"}
+    ) as http:
+
+        @hypothesis.settings(max_examples=100, deadline=None, database=None, derandomize=True)
+        @hypothesis.given(
+            st.sampled_from(sorted(TOOLS)),
+            st.dictionaries(st.sampled_from(ARGUMENT_NAMES), JSON_VALUES, max_size=6),
+        )
+        def check(tool: str, arguments: dict[str, Any]) -> None:
+            body = rpc("tools/call", {"name": tool, "arguments": arguments})
+            answer = http.post(
+                f"{live_server.url}/mcp", content=body, headers={"Content-Type": "application/json"}
+            )
+            assert answer.status_code == 200, (tool, arguments, answer.text)
+            reply = answer.json()["result"]
+            text = reply["content"][0]["text"]
+            if reply.get("isError") and text == f"Error executing tool {tool}":
+                crashes.append((tool, arguments, text))
+
+        check()
+
+    assert crashes == []
 
 
 def test_an_oversized_body_is_refused_and_the_server_keeps_serving(live_server, key):
