@@ -24,7 +24,6 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
-from django.views.decorators.csrf import csrf_exempt
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -495,7 +494,6 @@ async def _serve(scope: dict[str, Any], body: bytes) -> HttpResponse:
     return response
 
 
-@csrf_exempt  # API clients send a key, not a CSRF token
 def mcp_endpoint(request: HttpRequest) -> HttpResponse:
     """MCP over Streamable HTTP: one JSON-RPC message a POST, answered as JSON. No GET stream
     (405, as the transport allows): the server sends nothing a call did not ask for."""
