@@ -41,6 +41,7 @@ run: install
 	@echo "  dashboard: $(SITE_URL)/   admin: $(SITE_URL)/admin/"
 	@echo "  API key:  $(BIN)/python manage.py create_api_key --agent NAME"
 	@echo "  example:  ORCA_URL=$(SITE_URL) ORCA_API_KEY=... $(BIN)/python examples/agent_client.py"
+	@echo "  MCP:      $(SITE_URL)/mcp (Streamable HTTP, Authorization: Bearer <API key>)"
 	@echo "  semantic search: set SILICONFLOW_API_KEY, or run 'make install-local' for an offline model"
 	@echo ""
 	PATH="$(CURDIR)/$(BIN):$$PATH" ORCA_BIND=$(BIND) $(BIN)/honcho start -f Procfile

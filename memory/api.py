@@ -7,19 +7,16 @@ Every endpoint but health sees only the data of the agent its API key belongs to
 # No `from __future__ import annotations` here: django-ninja builds its schemas from the
 # annotations, and @paginate's wrapper cannot resolve postponed ones (pydantic then fails on
 # the first request with "QueryParams is not fully defined").
-import logging
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from django.conf import settings
-from django.db import OperationalError
 from django.http import Http404, HttpRequest
 from django.shortcuts import get_object_or_404
 from ninja import Field, Query, Router, Schema, Status
 from ninja.pagination import paginate
 from pydantic import AfterValidator, ValidationInfo, field_validator
 
-from memory import jsonl
 from memory.context import context_build
 from memory.health import service_health
 from memory.maintenance import request_consolidation
@@ -30,7 +27,7 @@ from memory.memories import (
     memory_expire,
     memory_update,
 )
-from memory.messages import message_add, session_delete, session_messages
+from memory.messages import message_keep, session_delete, session_messages
 from memory.models import (
     LongTermMemory,
     LongTermMemoryHistory,
@@ -44,7 +41,6 @@ from memory.schemas import MessageOut, Text, TextSchema
 from memory.search import MAX_K, search
 from memory.validation import check_datetime, check_identifier, check_metadata
 
-logger = logging.getLogger(__name__)
 router = Router()
 
 
@@ -328,6 +324,13 @@ class KeptInJsonlOut(Schema):
     stored_in: Literal["jsonl"]
 
 
+KEPT_IN_JSONL = {
+    "detail": "the database is unavailable; the message was kept in the JSONL backup and will "
+    "be imported once it is back",
+    "stored_in": "jsonl",
+}
+
+
 @router.post(
     "/sessions/{session_id}/messages",
     response={201: MessageOut, 202: KeptInJsonlOut},
@@ -339,23 +342,10 @@ def post_message(request: HttpRequest, session_id: str, payload: MessageIn) -> S
     202 when the database is unavailable and the JSONL backup is on: the message is kept in
     `<data_dir>/jsonl/` and `manage.py migrate_jsonl` brings it in later.
     """
-    fields = payload.dict()
-    try:
-        message = message_add(agent_id=request.auth, session_id=session_id, **fields)
-    except OperationalError:  # cannot open, or locked beyond the busy timeout
-        if not settings.ORCA.jsonl_backup:
-            raise
-        path = jsonl.fallback_append(agent_id=request.auth, session_id=session_id, **fields)
-        logger.error("DATABASE UNAVAILABLE: message kept in %s for migrate_jsonl", path)
-        return Status(
-            202,
-            {
-                "detail": "the database is unavailable; the message was kept in the JSONL "
-                "backup and will be imported once it is back",
-                "stored_in": "jsonl",
-            },
-        )
-    return Status(201, message)
+    kept = message_keep(agent_id=request.auth, session_id=session_id, **payload.dict())
+    if not isinstance(kept, MainMessage):
+        return Status(202, KEPT_IN_JSONL)
+    return Status(201, kept)
 
 
 @router.get("/sessions", response=list[SessionOut], tags=["messages"])
@@ -365,7 +355,8 @@ def list_sessions(request: HttpRequest) -> Any:
     return MainMessage.objects.filter(agent_id=request.auth).sessions()
 
 
-def _session_or_404(agent_id: str, session_id: str) -> Any:
+def session_or_404(agent_id: str, session_id: str) -> Any:
+    """The agent's session's messages (the API's and MCP's); another agent's is not found."""
     messages = session_messages(agent_id, session_id)
     if not messages.exists():
         raise Http404("no such session")
@@ -376,7 +367,7 @@ def _session_or_404(agent_id: str, session_id: str) -> Any:
 @paginate
 def list_messages(request: HttpRequest, session_id: str) -> Any:
     """The session's messages, oldest first."""
-    return _session_or_404(request.auth, session_id)
+    return session_or_404(request.auth, session_id)
 
 
 @router.delete("/sessions/{session_id}", response=SessionDeletedOut, tags=["messages"])
@@ -426,7 +417,7 @@ def end_session(request: HttpRequest, session_id: str) -> Status[dict[str, Any]]
     Never dropped: `queued` runs as soon as the worker is free; `deferred` waits for the end
     of the agent's 30-second window, `run_after`. If the session already waits, the request
     joins that run. A run covers what came since the session's last one."""
-    _session_or_404(request.auth, session_id)
+    session_or_404(request.auth, session_id)
     run = request_consolidation(agent_id=request.auth, session_id=session_id, trigger="session_end")
     return Status(
         202, {"session_id": session_id, "consolidation": run.status, "run_after": run.run_after}
@@ -437,7 +428,7 @@ def end_session(request: HttpRequest, session_id: str) -> Status[dict[str, Any]]
 @paginate
 def list_summaries(request: HttpRequest, session_id: str) -> Any:
     """The session's short-term summaries, newest first."""
-    _session_or_404(request.auth, session_id)
+    session_or_404(request.auth, session_id)
     return ShortTermMemory.objects.of_session(request.auth, session_id)
 
 
@@ -471,8 +462,9 @@ def search_messages(request: HttpRequest, filters: Query[SearchFilters]) -> dict
 # --- long-term memories --------------------------------------------------------------------
 
 
-def _memory_or_404(request: HttpRequest, memory_id: int) -> LongTermMemory:
-    return get_object_or_404(LongTermMemory.objects.active(), pk=memory_id, agent_id=request.auth)
+def memory_or_404(agent_id: str, memory_id: int) -> LongTermMemory:
+    """The agent's memory (the API's and MCP's); another agent's is not found."""
+    return get_object_or_404(LongTermMemory.objects.active(), pk=memory_id, agent_id=agent_id)
 
 
 @router.get("/memories", response=list[MemoryOut], tags=["memories"])
@@ -494,13 +486,13 @@ def create_memory(request: HttpRequest, payload: MemoryIn) -> Status[Any]:
 
 @router.get("/memories/{int:memory_id}", response=MemoryOut, tags=["memories"])
 def get_memory(request: HttpRequest, memory_id: int) -> Any:
-    return _memory_or_404(request, memory_id)
+    return memory_or_404(request.auth, memory_id)
 
 
 @router.patch("/memories/{int:memory_id}", response=MemoryOut, tags=["memories"])
 def patch_memory(request: HttpRequest, memory_id: int, payload: MemoryPatch) -> Any:
     """Change the fields given; `"expires_at": null` makes an expired memory active again."""
-    memory = _memory_or_404(request, memory_id)
+    memory = memory_or_404(request.auth, memory_id)
     return memory_update(memory, actor="api", **payload.dict(exclude_unset=True))
 
 
@@ -508,17 +500,17 @@ def patch_memory(request: HttpRequest, memory_id: int, payload: MemoryPatch) -> 
 @paginate
 def memory_history(request: HttpRequest, memory_id: int) -> Any:
     """Every change of the memory, newest first: who, what, when, the text before and after."""
-    memory = _memory_or_404(request, memory_id)
+    memory = memory_or_404(request.auth, memory_id)
     return LongTermMemoryHistory.objects.filter(memory_id=memory.pk).order_by("-at", "-id")
 
 
 @router.delete("/memories/{int:memory_id}", response={204: None}, tags=["memories"])
 def delete_memory(request: HttpRequest, memory_id: int) -> Status[None]:
-    memory_delete(_memory_or_404(request, memory_id), actor="api")
+    memory_delete(memory_or_404(request.auth, memory_id), actor="api")
     return Status(204, None)
 
 
 @router.post("/memories/{int:memory_id}/expire", response=MemoryOut, tags=["memories"])
 def expire_memory(request: HttpRequest, memory_id: int) -> Any:
     """Expire the memory now: it stays, down-weighted in retrieval, until deleted."""
-    return memory_expire(_memory_or_404(request, memory_id), actor="api")
+    return memory_expire(memory_or_404(request.auth, memory_id), actor="api")

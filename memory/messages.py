@@ -5,12 +5,14 @@ A session has no table of its own: it is the set of an agent's messages with one
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import OperationalError, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
@@ -19,6 +21,8 @@ from memory.models import MainMessage, MessageType, Role, ShortTermMemory
 from memory.tokens import estimate_tokens
 from memory.validation import InvalidInput, check_content, check_identifier, check_metadata
 from memory.vectors import delete_with_vectors
+
+logger = logging.getLogger(__name__)
 
 # The key of `metadata` that marks a sub-agent run's result (subagents.runs). Only the service
 # sets it: a client that could would forge a finished run, and block the real one (409).
@@ -119,6 +123,29 @@ def message_add(
     if summarize and message.role == Role.ASSISTANT:
         transaction.on_commit(lambda: scheduling.schedule_summary(message.pk), robust=True)
     return message
+
+
+def message_keep(
+    *,
+    agent_id: str,
+    session_id: str,
+    role: str,
+    content: str,
+    msg_type: str = MessageType.NORMAL,
+    metadata: dict[str, Any] | None = None,
+) -> MainMessage | Path:
+    """An agent's message (the API's and MCP's): stored, or, when the database is unavailable
+    (cannot open, or locked beyond the busy timeout) and the JSONL backup is on, kept in
+    `<data_dir>/jsonl/` for `manage.py migrate_jsonl`; returns the row or that file."""
+    fields = {"role": role, "content": content, "msg_type": msg_type, "metadata": metadata}
+    try:
+        return message_add(agent_id=agent_id, session_id=session_id, **fields)
+    except OperationalError:
+        if not settings.ORCA.jsonl_backup:
+            raise
+        path = jsonl.fallback_append(agent_id=agent_id, session_id=session_id, **fields)
+        logger.error("DATABASE UNAVAILABLE: message kept in %s for migrate_jsonl", path)
+        return path
 
 
 def session_messages(agent_id: str, session_id: str) -> QuerySet[MainMessage]:

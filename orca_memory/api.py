@@ -23,7 +23,7 @@ from ninja.renderers import JSONRenderer
 from memory.api import router as memory_router
 from memory.auth import ApiKeyAuth
 from memory.validation import NON_FINITE_MESSAGE, Conflict, ContentTooLarge, InvalidInput
-from orca_memory.errors import Loc, error_body
+from orca_memory.errors import Loc, error_body, errors_detail, field_errors
 from subagents.api import router as subagents_router
 
 logger = logging.getLogger(__name__)
@@ -188,11 +188,6 @@ def _error(
     return api.create_response(request, error_body(detail, errors), status=status)
 
 
-def _message(msg: str) -> str:
-    # pydantic prefixes the message of a ValueError raised by a validator; the field says it.
-    return msg.removeprefix("Value error, ")
-
-
 def _loc(request: HttpRequest, field: str | None) -> Loc:
     """Where a field named by a domain check was sent: in the path, the query or the body
     (nowhere in particular when the check named none)."""
@@ -206,9 +201,8 @@ def _loc(request: HttpRequest, field: str | None) -> Loc:
 
 @api.exception_handler(ValidationError)
 def validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse:
-    errors = [(tuple(item["loc"]), _message(item["msg"])) for item in exc.errors]
-    detail = "; ".join(f"{'.'.join(map(str, loc[1:] or loc))}: {msg}" for loc, msg in errors)
-    return _error(request, 422, detail, errors)
+    errors = field_errors(exc.errors)
+    return _error(request, 422, errors_detail(errors), errors)
 
 
 @api.exception_handler(ContentTooLarge)

@@ -14,7 +14,7 @@ is empty when the request as a whole is refused (401, 404, 405, 409, 500).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from http import HTTPStatus
 from typing import Any
 
@@ -28,6 +28,18 @@ Loc = Sequence[str | int]
 
 def error_body(detail: str, errors: Iterable[tuple[Loc, str]] = ()) -> dict[str, Any]:
     return {"detail": detail, "errors": [{"loc": list(loc), "msg": msg} for loc, msg in errors]}
+
+
+def field_errors(items: Iterable[Mapping[str, Any]]) -> list[tuple[Loc, str]]:
+    """pydantic's errors as (loc, msg), without the prefix pydantic gives the message of a
+    ValueError a validator raised (the field says it)."""
+    return [(tuple(item["loc"]), item["msg"].removeprefix("Value error, ")) for item in items]
+
+
+def errors_detail(errors: Iterable[tuple[Loc, str]]) -> str:
+    """The invalid fields in one sentence, `content: why; k: why`, each named without where it
+    was sent (its loc's first part, when it has more)."""
+    return "; ".join(f"{'.'.join(map(str, loc[1:] or loc))}: {msg}" for loc, msg in errors)
 
 
 def _is_json(response: HttpResponse) -> bool:

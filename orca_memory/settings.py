@@ -175,4 +175,7 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("ORCA_LOG_LEVEL", "INFO")},
+    # The MCP SDK logs every request of /mcp at INFO (the manager and transport each stateless
+    # request makes and ends); its warnings and errors still show.
+    "loggers": {"mcp": {"level": "WARNING"}},
 }

@@ -44,5 +44,12 @@ def _warm_up_the_local_model() -> None:
         embedder.warm_up()
 
 
+def _load_the_mcp_server() -> None:
+    """At start, not at the first /mcp request (the MCP SDK takes seconds to import on a busy
+    machine); orca_memory.urls imports it only when used, for manage.py's sake."""
+    import memory.mcp_server  # noqa: F401
+
+
 _say_loudly_if_the_database_is_unavailable()
 _warm_up_the_local_model()
+_load_the_mcp_server()

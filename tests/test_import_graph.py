@@ -168,6 +168,7 @@ ENTRY_POINTS = {
     "memory.admin",
     "memory.api",
     "memory.apps",
+    "memory.mcp_server",
     "memory.tasks",
     "memory.urls",
     "memory.views",

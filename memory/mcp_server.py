@@ -1,0 +1,526 @@
+"""The memory as a Model Context Protocol server: the tools an agent runtime calls over MCP.
+
+Each tool is a thin call of the flow the JSON API calls (memory/api.py), validated by the API's
+own schemas, so that it refuses what the API refuses with the API's message, as a tool error
+(`is_error`). A call sees only the agent of the API key it came with (`current_agent`).
+
+Served two ways: at /mcp by the web server, over Streamable HTTP (`mcp_endpoint`, a Django view,
+so `make run`'s gunicorn serves it beside the API), and over stdio by `manage.py mcp_stdio`.
+docs/ARCHITECTURE.md says why it is a view in the WSGI application rather than an ASGI app.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import anyio
+from asgiref.sync import async_to_sync, sync_to_async
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.db.models import QuerySet
+from django.http import Http404, HttpRequest, HttpResponse
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, ErrorData, JSONRPCError, ToolAnnotations
+from pydantic import BaseModel, Field, ValidationError
+
+from memory.api import (
+    KEPT_IN_JSONL,
+    ContextIn,
+    MemoryFilters,
+    MemoryIn,
+    MemoryOut,
+    MemoryPatch,
+    MessageIn,
+    SearchFilters,
+    SearchOut,
+    SessionEndOut,
+    memory_or_404,
+    session_or_404,
+)
+from memory.auth import agent_for_key
+from memory.context import Context, context_build
+from memory.maintenance import request_consolidation
+from memory.memories import memories_of, memory_create, memory_expire, memory_update
+from memory.messages import message_keep
+from memory.models import MemoryType, MessageType, Role
+from memory.schemas import MessageOut
+from memory.search import MAX_K
+from memory.search import search as search_messages
+from memory.validation import Conflict, InvalidInput, check_identifier
+from orca_memory.errors import Loc, errors_detail, field_errors
+
+logger = logging.getLogger(__name__)
+
+# The agent whose API key came with the call: set by `mcp_endpoint` for each request, and once
+# by `mcp_stdio` for its process. Tasks and threads started while it is set see it too.
+current_agent: ContextVar[str] = ContextVar("orca_mcp_agent")
+# The most memories list_memories returns: a tool's answer goes into a prompt.
+MEMORY_LIST_LIMIT = 50
+# Who changed a memory, as its history names them (the JSON API's changes say `api`).
+ACTOR = "mcp"
+# What the API's detail says of an object another agent owns, or none does.
+NOT_FOUND = "Not Found"
+
+server = MCPServer(
+    "orca-memory",
+    instructions=(
+        "Long-term memory for this agent. Store every message of a conversation with "
+        "store_message; before each LLM call, get_context gives the messages to send (recent "
+        "turns, summaries, memories and relevant earlier messages) within the model's window. "
+        "search finds earlier messages; remember, list_memories, update_memory and "
+        "expire_memory curate durable facts and preferences; end_session turns a finished "
+        "session into memories."
+    ),
+    # Nothing outlives a request (stateless Streamable HTTP): no subscriptions stream.
+    subscriptions=False,
+)
+
+
+def _validated(schema: type[BaseModel], names: dict[str, str] | None = None, **fields: Any) -> Any:
+    """The arguments through the API's schema for them, its errors as a tool error with the
+    API's message; `names` maps a schema field to its argument's name where they differ."""
+    try:
+        return schema(**{key: value for key, value in fields.items() if value is not None})
+    except ValidationError as exc:
+        errors = [_renamed(loc, msg, names or {}) for loc, msg in field_errors(exc.errors())]
+        raise ToolError(errors_detail(errors)) from exc
+
+
+def _renamed(loc: Loc, msg: str, names: dict[str, str]) -> tuple[Loc, str]:
+    """An error of the schema's field named as the tool's argument, where the message names
+    it too (the text checks do: "q must not contain NUL characters")."""
+    field = str(loc[0]) if loc else ""
+    if field not in names:
+        return loc, msg
+    if msg.startswith(f"{field} "):
+        msg = names[field] + msg.removeprefix(field)
+    return (names[field], *loc[1:]), msg
+
+
+def _django[**P, T](
+    flow: Callable[P, T],
+    *,
+    refused: type[Exception] = ToolError,
+    missing: type[Exception] = ToolError,
+) -> Callable[P, Awaitable[T]]:
+    """The tool's (or resource's) body in the request's own thread, where Django's ORM may run
+    (it is synchronous) on the request's connection, which Django closes after the request
+    (under `mcp_stdio`, in the one thread that keeps the process's connection).
+    The API's errors become `refused` (a 422 or 409 of the API) and `missing` (a 404), with
+    the API's messages."""
+    call = sync_to_async(flow, thread_sensitive=True)
+
+    @functools.wraps(flow)
+    async def handler(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return await call(*args, **kwargs)
+        except (InvalidInput, Conflict) as exc:  # ContentTooLarge is an InvalidInput
+            raise refused(str(exc)) from exc
+        except Http404 as exc:
+            raise missing(NOT_FOUND) from exc
+
+    # The description a model reads: the docstring without its source indentation.
+    handler.__doc__ = " ".join((flow.__doc__ or "").split())
+    return handler
+
+
+def _memory_out(memory: Any) -> dict[str, Any]:
+    return MemoryOut.from_orm(memory).model_dump(mode="json")
+
+
+# --- tools ---------------------------------------------------------------------------------
+
+SessionId = Annotated[
+    str,
+    Field(
+        description="the conversation's id, chosen by the caller (1-200 bytes, no '/' or control "
+        "characters); a session starts with its first message"
+    ),
+]
+# The largest id a database keeps (a signed 64-bit integer).
+MAX_ID = 2**63 - 1
+MemoryId = Annotated[int, Field(ge=1, le=MAX_ID, description="the memory's id")]
+Moment = Annotated[
+    str | None,
+    Field(description="an ISO 8601 date and time with its time zone, as 2026-05-01T09:00:00Z"),
+]
+Confidence = Annotated[float | None, Field(description="how sure the memory is, 0 to 1")]
+MemoryTypeArg = Literal[tuple(MemoryType.values)]  # type: ignore[valid-type]
+RoleArg = Literal[tuple(Role.values)]  # type: ignore[valid-type]
+MessageTypeArg = Literal[tuple(MessageType.values)]  # type: ignore[valid-type]
+READ_ONLY = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+
+
+@server.tool(annotations=ToolAnnotations(idempotentHint=False, openWorldHint=False))
+@_django
+def store_message(
+    session_id: SessionId,
+    role: Annotated[RoleArg, Field(description="who said it")],
+    content: Annotated[str, Field(description="the message's text, any language")],
+    msg_type: Annotated[
+        MessageTypeArg,
+        Field(
+            description="what kind of message: normal, or a fact, todo, decision, preference "
+            "or error the agent wants to mark"
+        ),
+    ] = MessageType.NORMAL.value,
+    metadata: Annotated[
+        dict[str, Any] | None, Field(description="any JSON object kept with the message")
+    ] = None,
+) -> dict[str, Any]:
+    """Store one message of a conversation (the user's, the assistant's, a tool's). Store every
+    message as it happens: get_context and search work from what is stored."""
+    message = _validated(
+        MessageIn, role=role, content=content, msg_type=msg_type, metadata=metadata
+    )
+    kept = message_keep(agent_id=current_agent.get(), session_id=session_id, **message.dict())
+    if isinstance(kept, Path):
+        return KEPT_IN_JSONL
+    return MessageOut.from_orm(kept).model_dump(mode="json")
+
+
+def explain(context: Context) -> str:
+    """What went into the context, in a few lines a model can read."""
+    lines = [
+        f"{context.used} of {context.budget} tokens used (60% of a {context.window}-token "
+        f"window); chosen for: {context.query or 'no query'} ({context.query_source})."
+    ]
+    for name, layer in context.layers.items():
+        left_out = f", {len(layer.left_out)} left out" if layer.left_out else ""
+        lines.append(
+            f"{name}: {len(layer.items)} items, {layer.used} tokens, by {layer.method}{left_out}"
+        )
+    lines += [f"cut: {cut}" for cut in context.cuts]
+    lines += [f"degraded: {reason}" for reason in context.degraded]
+    return "\n".join(lines)
+
+
+@server.tool(annotations=ToolAnnotations(openWorldHint=False))
+@_django
+def get_context(
+    session_id: SessionId,
+    query: Annotated[
+        str | None,
+        Field(description="what the next LLM call is about; by default the newest user message"),
+    ] = None,
+    model_window: Annotated[
+        int | None,
+        Field(description="the model's context window in tokens (256 to 10,000,000)"),
+    ] = None,
+) -> dict[str, Any]:
+    """The messages to send for the session's next LLM call, ready for an OpenAI-compatible
+    chat API: a system message with what is remembered (summaries, long-term memories, relevant
+    earlier messages of any session), then the session's recent turns, within 60% of
+    model_window; with a short explanation of what went in and what was left out."""
+    check_identifier("session_id", session_id)
+    asked = _validated(ContextIn, query=query, model_window=model_window)
+    context = context_build(
+        agent_id=current_agent.get(),
+        session_id=session_id,
+        query=asked.query,
+        model_window=asked.model_window or settings.ORCA.model_window,
+    )
+    return {"messages": context.messages, "explanation": explain(context)}
+
+
+@server.tool(annotations=READ_ONLY)
+@_django
+def search(
+    query: Annotated[str, Field(description="what to look for, in any language")],
+    mode: Annotated[
+        Literal["hybrid", "lexical", "vector"],
+        Field(description="hybrid (words and meaning), lexical (words) or vector (meaning)"),
+    ] = "hybrid",
+    k: Annotated[int, Field(description=f"how many messages, 1 to {MAX_K}")] = 10,
+    session_id: Annotated[str | None, Field(description="only this session's messages")] = None,
+    role: Annotated[RoleArg | None, Field(description="only messages of this role")] = None,
+    since: Moment = None,
+    until: Moment = None,
+) -> dict[str, Any]:
+    """The agent's earlier messages best matching the query, from every session (or one), best
+    first, each with its session, time and score. since/until bound the messages' times."""
+    filters = _validated(
+        SearchFilters,
+        {"q": "query"},
+        q=query,
+        mode=mode,
+        k=k,
+        session_id=session_id,
+        role=role,
+        since=since,
+        until=until,
+    )
+    result = search_messages(
+        agent_id=current_agent.get(),
+        query=filters.q,
+        mode=filters.mode,
+        k=filters.k,
+        session_id=filters.session_id,
+        role=filters.role,
+        since=filters.since,
+        until=filters.until,
+    )
+    found = {"query": filters.q, "mode": result.mode, "degraded": result.degraded}
+    return SearchOut.model_validate({**found, "hits": result.hits}).model_dump(mode="json")
+
+
+@server.tool(annotations=ToolAnnotations(idempotentHint=False, openWorldHint=False))
+@_django
+def remember(
+    content: Annotated[
+        str, Field(description="the preference, fact, decision or project, in one sentence")
+    ],
+    memory_type: Annotated[
+        MemoryTypeArg,
+        Field(description="preference, fact, decision or project"),
+    ],
+    confidence: Confidence = None,
+    expires_at: Moment = None,
+) -> dict[str, Any]:
+    """Keep a long-term memory of the agent: get_context gives the relevant ones in every
+    session from now on. Returns the memory with its id."""
+    memory = _validated(
+        MemoryIn,
+        content=content,
+        memory_type=memory_type,
+        confidence=confidence,
+        expires_at=expires_at,
+    )
+    created = memory_create(agent_id=current_agent.get(), actor=ACTOR, **memory.dict())
+    return _memory_out(created)
+
+
+@server.tool(annotations=READ_ONLY)
+@_django
+def list_memories(
+    query: Annotated[str | None, Field(description="text to look for (words or Chinese)")] = None,
+    memory_type: Annotated[MemoryTypeArg | None, Field(description="only this type")] = None,
+    state: Annotated[
+        Literal["active", "all"],
+        Field(description="active: not expired (the default); all: expired ones too"),
+    ] = "active",
+) -> dict[str, Any]:
+    """The agent's long-term memories, best match first with a query, else newest first: at
+    most 50, and how many there are in all."""
+    filters = _validated(
+        MemoryFilters,
+        {"q": "query", "type": "memory_type"},
+        q=query,
+        type=memory_type,
+        include_expired=state == "all",
+    )
+    memories = memories_of(
+        current_agent.get(),
+        memory_type=filters.type,
+        query=filters.q,
+        include_expired=filters.include_expired,
+    )
+    shown = [_memory_out(memory) for memory in memories[:MEMORY_LIST_LIMIT]]
+    # Counted in SQL, unless a text search has ranked them already (as the API's pages count).
+    count = memories.count() if isinstance(memories, QuerySet) else len(memories)
+    return {"count": count, "memories": shown}
+
+
+@server.tool(annotations=ToolAnnotations(idempotentHint=True, openWorldHint=False))
+@_django
+def update_memory(
+    memory_id: MemoryId,
+    content: Annotated[str | None, Field(description="the new text")] = None,
+    memory_type: Annotated[MemoryTypeArg | None, Field(description="the new type")] = None,
+    confidence: Confidence = None,
+    expires_at: Moment = None,
+) -> dict[str, Any]:
+    """Change a long-term memory: the arguments given replace its values, the others stay.
+    Every change is kept in the memory's history."""
+    patch = _validated(
+        MemoryPatch,
+        content=content,
+        memory_type=memory_type,
+        confidence=confidence,
+        expires_at=expires_at,
+    )
+    memory = memory_or_404(current_agent.get(), memory_id)
+    return _memory_out(memory_update(memory, actor=ACTOR, **patch.dict(exclude_unset=True)))
+
+
+@server.tool(annotations=ToolAnnotations(idempotentHint=True, openWorldHint=False))
+@_django
+def expire_memory(memory_id: MemoryId) -> dict[str, Any]:
+    """Expire a long-term memory now, when it no longer holds: it is kept, down-weighted in
+    get_context, and list_memories shows it with state "all"."""
+    return _memory_out(memory_expire(memory_or_404(current_agent.get(), memory_id), actor=ACTOR))
+
+
+@server.tool(annotations=ToolAnnotations(idempotentHint=True, openWorldHint=False))
+@_django
+def end_session(session_id: SessionId) -> dict[str, Any]:
+    """The session is over: its messages are consolidated into long-term memories in the
+    background (queued, or deferred a few seconds when the agent's last run was recent)."""
+    agent = current_agent.get()
+    check_identifier("session_id", session_id)
+    session_or_404(agent, session_id)
+    run = request_consolidation(agent_id=agent, session_id=session_id, trigger="session_end")
+    ended = {"session_id": session_id, "consolidation": run.status, "run_after": run.run_after}
+    return SessionEndOut.model_validate(ended).model_dump(mode="json")
+
+
+# --- resources -----------------------------------------------------------------------------
+# Transcripts a runtime can attach whole: the newest messages, up to this many.
+TRANSCRIPT_LIMIT = 500
+
+
+@server.resource(
+    "orca://sessions/{session_id}",
+    name="session",
+    description=f"A session's transcript: its newest {TRANSCRIPT_LIMIT} messages, oldest first.",
+    mime_type="application/json",
+)
+@functools.partial(_django, refused=ResourceError, missing=ResourceNotFoundError)
+def session_transcript(session_id: str) -> dict[str, Any]:
+    agent = current_agent.get()
+    check_identifier("session_id", session_id)
+    messages = session_or_404(agent, session_id)
+    newest = list(messages.reverse()[:TRANSCRIPT_LIMIT])[::-1]
+    return {
+        "session_id": session_id,
+        "count": messages.count(),
+        "messages": [MessageOut.from_orm(m).model_dump(mode="json") for m in newest],
+    }
+
+
+@server.resource(
+    "orca://memories/{memory_id}",
+    name="memory",
+    description="A long-term memory of the agent, with its type, confidence and expiry.",
+    mime_type="application/json",
+)
+@functools.partial(_django, refused=ResourceError, missing=ResourceNotFoundError)
+def memory(memory_id: str) -> dict[str, Any]:
+    if not memory_id.isascii() or not memory_id.isdigit() or int(memory_id) > MAX_ID:
+        raise Http404(memory_id)
+    return _memory_out(memory_or_404(current_agent.get(), int(memory_id)))
+
+
+# --- Streamable HTTP at /mcp ---------------------------------------------------------------
+# JSON-RPC's code for a refused credential is the server's to choose (-32000 to -32099).
+UNAUTHORIZED = -32001
+
+
+def _jsonrpc_error(status: int, code: int, message: str) -> HttpResponse:
+    """An error the transport answers before any JSON-RPC message is read (no request id)."""
+    body = JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(code=code, message=message))
+    return HttpResponse(
+        body.model_dump_json(by_alias=True, exclude_unset=True),
+        status=status,
+        content_type="application/json",
+    )
+
+
+def _agent_of(request: HttpRequest) -> str | None:
+    """The agent of the request's `Authorization: Bearer <key>`, as the JSON API reads it."""
+    scheme, _, key = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not key.strip():
+        return None
+    return agent_for_key(key.strip())
+
+
+def _asgi_scope(request: HttpRequest) -> dict[str, Any]:
+    """The ASGI view of the request, for the SDK's transport: method, path and headers."""
+    meta = request.META
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": "1.1",
+        "method": request.method,
+        "scheme": request.scheme,
+        "path": request.path,
+        "raw_path": request.path.encode(),
+        "root_path": "",
+        "query_string": meta.get("QUERY_STRING", "").encode("latin-1", "replace"),
+        "headers": [
+            (name.lower().encode("latin-1", "replace"), value.encode("latin-1", "replace"))
+            for name, value in request.headers.items()
+        ],
+        "client": (meta.get("REMOTE_ADDR", ""), 0),
+        "server": (meta.get("SERVER_NAME", ""), int(meta.get("SERVER_PORT") or 0)),
+    }
+
+
+async def _serve(scope: dict[str, Any], body: bytes) -> HttpResponse:
+    """One request through the SDK's Streamable HTTP transport, stateless with JSON answers:
+    every request stands alone, so any web worker can answer it."""
+    manager = StreamableHTTPSessionManager(
+        # The SDK's own Client connects to an MCPServer through this attribute too.
+        app=server._lowlevel_server,
+        json_response=True,
+        stateless=True,
+        # Django checks the Host (ALLOWED_HOSTS) before this view runs, and a key is needed.
+        security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        max_request_body_size=settings.DATA_UPLOAD_MAX_MEMORY_SIZE,
+    )
+    start: dict[str, Any] = {}
+    chunks: list[bytes] = []
+    answered = anyio.Event()
+    unread = [body]
+
+    async def receive() -> dict[str, Any]:
+        if unread:
+            return {"type": "http.request", "body": unread.pop(), "more_body": False}
+        await answered.wait()  # the client is there until the answer is complete
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            start.update(message)
+        elif message["type"] == "http.response.body":
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                answered.set()
+
+    async with manager.run():
+        await manager.handle_request(scope, receive, send)
+    answered.set()
+    response = HttpResponse(b"".join(chunks), status=start.get("status", 500))
+    for name, value in start.get("headers", []):
+        response[name.decode("latin-1")] = value.decode("latin-1")
+    return response
+
+
+def mcp_endpoint(request: HttpRequest) -> HttpResponse:
+    """MCP over Streamable HTTP: one JSON-RPC message a POST, answered as JSON. No GET stream
+    (405, as the transport allows): the server sends nothing a call did not ask for."""
+    if request.method != "POST":
+        response = _jsonrpc_error(405, INVALID_REQUEST, "Method Not Allowed: send POST")
+        response["Allow"] = "POST"
+        return response
+    agent = _agent_of(request)
+    if agent is None:
+        response = _jsonrpc_error(
+            401,
+            UNAUTHORIZED,
+            "Unauthorized: send Authorization: Bearer <API key> "
+            "(manage.py create_api_key --agent NAME)",
+        )
+        response["WWW-Authenticate"] = "Bearer"
+        return response
+    try:
+        body = request.body
+    except RequestDataTooBig:
+        return _jsonrpc_error(413, INVALID_REQUEST, "request body too large")
+    token = current_agent.set(agent)
+    try:
+        return async_to_sync(_serve)(_asgi_scope(request), body)
+    except Exception:
+        # Logged with its traceback for the operator; the client learns nothing internal.
+        logger.exception("Unhandled error in POST /mcp")
+        return _jsonrpc_error(500, INTERNAL_ERROR, "internal server error")
+    finally:
+        current_agent.reset(token)
