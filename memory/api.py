@@ -30,7 +30,14 @@ from memory.memories import (
     memory_expire,
     memory_update,
 )
-from memory.messages import message_add, session_delete, session_messages
+from memory.messages import (
+    MAX_BATCH_MESSAGES,
+    NewMessage,
+    message_add,
+    messages_add,
+    session_delete,
+    session_messages,
+)
 from memory.models import (
     LongTermMemory,
     LongTermMemoryHistory,
@@ -328,17 +335,53 @@ def post_message(request: HttpRequest, session_id: str, payload: MessageIn) -> S
     except OperationalError:  # cannot open, or locked beyond the busy timeout
         if not settings.ORCA.jsonl_backup:
             raise
-        path = jsonl.fallback_append(agent_id=request.auth, session_id=session_id, **fields)
-        logger.error("DATABASE UNAVAILABLE: message kept in %s for migrate_jsonl", path)
-        return Status(
-            202,
-            {
-                "detail": "the database is unavailable; the message was kept in the JSONL "
-                "backup and will be imported once it is back",
-                "stored_in": "jsonl",
-            },
-        )
+        return _kept_in_jsonl(request.auth, session_id, [fields])
     return Status(201, message)
+
+
+class MessagesIn(Schema):
+    messages: list[MessageIn] = Field(min_length=1, max_length=MAX_BATCH_MESSAGES)
+
+
+class MessagesOut(Schema):
+    messages: list[MessageOut] = Field(description="as stored, in the order sent")
+
+
+@router.post(
+    "/sessions/{session_id}/messages:batch",
+    response={201: MessagesOut, 202: KeptInJsonlOut},
+    tags=["messages"],
+)
+def post_messages(request: HttpRequest, session_id: str, payload: MessagesIn) -> Status[Any]:
+    """Store up to 1,000 messages of a conversation in their order, all or none, as one
+    message is stored: a 422 (or 413) lists every message at fault by its index.
+
+    202 as for one message: the database is unavailable, the messages are in the backup.
+    """
+    new = [NewMessage(**message.dict()) for message in payload.messages]
+    try:
+        stored = messages_add(agent_id=request.auth, session_id=session_id, messages=new)
+    except OperationalError:
+        if not settings.ORCA.jsonl_backup:
+            raise
+        return _kept_in_jsonl(request.auth, session_id, [m.dict() for m in payload.messages])
+    return Status(201, {"messages": stored})
+
+
+def _kept_in_jsonl(agent_id: str, session_id: str, messages: list[dict[str, Any]]) -> Status[Any]:
+    path = jsonl.fallback_append(agent_id=agent_id, session_id=session_id, messages=messages)
+    logger.error(
+        "DATABASE UNAVAILABLE: %d message(s) kept in %s for migrate_jsonl", len(messages), path
+    )
+    kept = "the message was kept" if len(messages) == 1 else f"the {len(messages)} messages are"
+    return Status(
+        202,
+        {
+            "detail": f"the database is unavailable; {kept} in the JSONL backup and will be "
+            "imported once it is back",
+            "stored_in": "jsonl",
+        },
+    )
 
 
 @router.get("/sessions", response=list[SessionOut], tags=["messages"])

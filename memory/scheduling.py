@@ -10,6 +10,7 @@ version name these paths (tests/test_import_graph.py checks that each names a ta
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 
 from django.tasks import Task, TaskResultStatus
@@ -54,9 +55,9 @@ def schedule_embedding(*, delay: timedelta | None = None) -> None:
     task_.enqueue()
 
 
-def schedule_summary(reply_id: int) -> None:
-    """Queue the summary of the turn the assistant reply `reply_id` ends."""
-    task_at(SUMMARIZE_TURN).enqueue(reply_id)
+def schedule_summaries(reply_ids: Sequence[int]) -> None:
+    """Queue, as one task, the summaries of the turns the assistant replies `reply_ids` end."""
+    task_at(SUMMARIZE_TURN).enqueue(*reply_ids)
 
 
 def schedule_consolidation(run: ConsolidationRun) -> None:

@@ -91,6 +91,17 @@ class Command(BaseCommand):
             default=10,
             help="a context request after every Nth message; 0 for none (ingest only)",
         )
+        parser.add_argument(
+            "--batch",
+            type=int,
+            default=0,
+            help="messages per call of POST .../messages:batch; 0 for one POST per message",
+        )
+        parser.add_argument(
+            "--mixed",
+            action="store_true",
+            help="with --batch, only every other client batches; the rest post one by one",
+        )
         parser.add_argument("--workers", type=int, default=2, help="gunicorn workers")
         parser.add_argument("--task-workers", type=int, default=1, help="db_worker processes")
         parser.add_argument("--runs", type=int, default=1, help="each on a new, empty home")
@@ -98,9 +109,15 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
         every = options["context_every"]
+        batch = options["batch"]
         self.stdout.write(
             f"{options['clients']} clients x {options['messages']} messages"
             + (f" (+ a context request every {every} messages)" if every else " (ingest only)")
+            + (
+                f", {'half the clients' if options['mixed'] else 'each'} in batches of {batch}"
+                if batch
+                else ", one POST per message"
+            )
             + f", gunicorn {options['workers']} workers + {options['task_workers']} task "
             f"worker(s) on {connections['default'].vendor}"
         )
@@ -231,36 +248,42 @@ class Command(BaseCommand):
         every = options["context_every"]
 
         def client(number: int, key: str) -> None:
+            batched = options["batch"] and not (options["mixed"] and number % 2)
+            size = options["batch"] if batched else 1
             with httpx.Client(
                 base_url=f"http://127.0.0.1:{port}/api/v1",
                 headers={"Authorization": f"Bearer {key}"},
                 timeout=60,
             ) as http:
-                for i in range(options["messages"]):
-                    calls = [
-                        (
-                            f"/sessions/s{number}/messages",
-                            {
-                                "role": "user" if i % 2 == 0 else "assistant",
-                                "content": f"client {number} message {i}: 我喜欢测试 load",
-                            },
-                        )
+                for start in range(0, options["messages"], size):
+                    numbers = range(start, min(start + size, options["messages"]))
+                    messages = [
+                        {
+                            "role": "user" if i % 2 == 0 else "assistant",
+                            "content": f"client {number} message {i}: 我喜欢测试 load",
+                        }
+                        for i in numbers
                     ]
-                    if every and i % every == every - 1:
+                    calls = [
+                        (f"/sessions/s{number}/messages:batch", {"messages": messages})
+                        if batched
+                        else (f"/sessions/s{number}/messages", messages[0])
+                    ]
+                    if every and any(i % every == every - 1 for i in numbers):
                         calls.append((f"/sessions/s{number}/context", {"query": "测试"}))
                     for path, body in calls:
-                        start = time.perf_counter()
+                        start_time = time.perf_counter()
                         try:
                             response = http.post(path, json=body)
                             problem = (
                                 f"{response.status_code} {response.text[:200]}"
-                                if response.status_code >= 500
+                                if response.status_code >= 400
                                 or "database is locked" in response.text
                                 else None
                             )
                         except httpx.HTTPError as exc:
                             problem = f"{type(exc).__name__}: {exc}"
-                        elapsed = time.perf_counter() - start
+                        elapsed = time.perf_counter() - start_time
                         with lock:
                             latencies.append(elapsed)
                             if problem:
