@@ -16,7 +16,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from memory import embeddings, jsonl, scheduling
+from memory import jsonl, scheduling
 from memory.models import MainMessage, MessageType, Role, ShortTermMemory
 from memory.tokens import estimate_tokens
 from memory.validation import (
@@ -218,12 +218,11 @@ def _store(
         stored = MainMessage.objects.bulk_create(rows)
         if backup:
             transaction.on_commit(lambda: jsonl.backup_append(stored), robust=True)
-        # After the commit, so the worker finds the rows; background work never fails the write.
-        if any(message.needs_embedding for message in stored) and embeddings.configured_embedder():
-            transaction.on_commit(scheduling.schedule_embedding, robust=True)
+        if any(message.needs_embedding for message in stored):
+            scheduling.with_the_write(scheduling.schedule_embedding)
         replies = [message.pk for message in stored if message.role == Role.ASSISTANT]
         if summarize and replies:
-            transaction.on_commit(lambda: scheduling.schedule_summaries(replies), robust=True)
+            scheduling.with_the_write(lambda: scheduling.schedule_summaries(replies))
     return stored
 
 

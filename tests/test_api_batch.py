@@ -290,3 +290,35 @@ def test_a_batch_during_an_outage_goes_to_the_backup_and_only_it_comes_back(tmp_
     assert last_line(manage(tmp_path, "shell", "-c", contents, ORCA_DB_PATH=good)) == str(
         ["ok", "ok", "stored", "断网时的消息", "ok"]
     )
+
+
+def test_with_the_task_queue_in_the_database_tasks_commit_with_the_messages(
+    api, settings, fake_embedder
+):
+    from django.db import transaction
+    from django_tasks_db.models import DBTaskResult
+
+    from memory.messages import NewMessage, messages_add
+
+    settings.TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+    with transaction.atomic():
+        messages_add(agent_id="a1", session_id="s1", messages=[NewMessage("assistant", "hi")])
+        transaction.set_rollback(True)  # the write fails: its tasks go with it
+    assert not DBTaskResult.objects.exists()
+
+    response = api.post(BATCH, {"messages": _turns(4)})
+
+    replies = [m["id"] for m in response.json()["messages"] if m["role"] == "assistant"]
+    queued = DBTaskResult.objects.order_by("enqueued_at")
+    assert [(t.task_path, t.args_kwargs["args"]) for t in queued] == [
+        (scheduling.EMBED_PENDING, []),
+        (scheduling.SUMMARIZE_TURN, replies),
+    ]
+
+
+def test_no_embedding_run_is_queued_without_a_provider(api, settings):
+    from django_tasks_db.models import DBTaskResult
+
+    settings.TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+    api.post(BATCH, {"messages": _turns(2)})
+    assert [t.task_path for t in DBTaskResult.objects.all()] == [scheduling.SUMMARIZE_TURN]
