@@ -5,7 +5,9 @@ ORCA_DATABASE_URL set, on a temporary database of that PostgreSQL server), then 
 N clients, each its own agent, each storing M messages with a context request after every
 10th (or none: the ingest benchmark of `make bench`). Checks that every message is stored
 exactly once, that nothing answered 5xx and that no "database is locked" surfaced, and reports
-requests/s, messages/s, latency percentiles and memory; with several runs, their medians.
+requests/s, messages/s, latency percentiles, CPU time per message (what the load cost the
+server and the task worker, whatever else the machine runs) and memory; with several runs,
+their medians.
 """
 
 from __future__ import annotations
@@ -54,6 +56,19 @@ def _rss_mib(pid: int) -> float:
     return total + sum(_rss_mib(int(child)) for child in children)
 
 
+def _cpu_seconds(pid: int) -> float:
+    """CPU time (user and system) of a process and its live children, from /proc: what the
+    load cost, whatever else the machine runs meanwhile."""
+    try:
+        # Fields 14 and 15, counted after the command (in parentheses, may hold spaces).
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return 0.0
+    return own + sum(_cpu_seconds(int(child)) for child in children)
+
+
 @dataclass
 class Run:
     """What one load run measured, and what it found wrong."""
@@ -64,6 +79,7 @@ class Run:
     failures: list[tuple[str, str]]  # (path, what went wrong)
     health: dict[str, Any]  # at the end of the load, before the servers stop
     rss: tuple[float, float]  # server (gunicorn and its workers), task worker; MiB
+    cpu: tuple[float, float]  # CPU seconds during the load: server, task worker(s)
     hung: list[str]
     stored: dict[str, int]  # per agent; negative when some text was stored twice
     locked: int  # "database is locked" in the servers' logs
@@ -154,9 +170,14 @@ class Command(BaseCommand):
                 servers = self._start(env, port, options, out)
                 try:
                     self._wait_ready(port)
+                    cpu_before = [_cpu_seconds(process.pid) for process in servers]
                     started = time.perf_counter()
                     latencies, failures = self._load(port, keys, options)
                     seconds = time.perf_counter() - started
+                    cpu = [
+                        _cpu_seconds(process.pid) - before
+                        for process, before in zip(servers, cpu_before, strict=True)
+                    ]
                     health = httpx.get(f"http://127.0.0.1:{port}/api/v1/health").json()
                     web, *workers = (_rss_mib(process.pid) for process in servers)
                     worker = sum(workers)
@@ -177,6 +198,7 @@ class Command(BaseCommand):
                 failures=failures,
                 health=health,
                 rss=(web, worker),
+                cpu=(cpu[0], sum(cpu[1:])),
                 hung=hung,
                 stored={a: int(n) for a, n in (item.split("=") for item in counts.split())},
                 locked=log.read_text().count("database is locked"),
@@ -307,6 +329,11 @@ class Command(BaseCommand):
             f"p99 {percentile(run.latencies, 0.99) * 1000:.1f} ms"
         )
         self.stdout.write(
+            f"  CPU per message: server {run.cpu[0] / run.messages * 1000:.2f} ms, task worker "
+            f"{run.cpu[1] / run.messages * 1000:.2f} ms (load average "
+            f"{' '.join(Path('/proc/loadavg').read_text().split()[:3])})"
+        )
+        self.stdout.write(
             f"  RSS after the load: server {run.rss[0]:,.0f} MiB, worker {run.rss[1]:,.0f} MiB; "
             f"embedding provider {embedding['provider']}, {embedding['pending']} rows still "
             f"to embed; 5xx or errors: {len(run.failures)}; 'database is locked' in logs: "
@@ -325,6 +352,10 @@ class Command(BaseCommand):
             f"p50 {figure(lambda r: statistics.median(r.latencies) * 1000)} ms; "
             f"p95 {figure(lambda r: percentile(r.latencies, 0.95) * 1000)} ms; "
             f"p99 {figure(lambda r: percentile(r.latencies, 0.99) * 1000)} ms"
+        )
+        self.stdout.write(
+            f"  CPU ms per message: server {figure(lambda r: r.cpu[0] / r.messages * 1000, 2)}; "
+            f"task worker {figure(lambda r: r.cpu[1] / r.messages * 1000, 2)}"
         )
         self.stdout.write(
             f"  RSS server {figure(lambda r: r.rss[0], 0)} MiB; "
