@@ -60,8 +60,10 @@ class Command(BaseCommand):
             )
             self.stdout.write("batch | model alone | worker draining the backlog | worker/model")
             for size in sizes:
-                model = [self._model_rate(embedder, texts, size) for _ in range(options["runs"])]
-                worker = [self._worker_rate(embedder, size) for _ in range(options["runs"])]
+                model, worker = [], []
+                for _ in range(options["runs"]):  # in turn, so that both see the same drift
+                    model.append(self._model_rate(embedder, texts, size))
+                    worker.append(self._worker_rate(embedder, size))
                 ratio = statistics.median(worker) / statistics.median(model)
                 self.stdout.write(
                     f"{size:>5} | {median_and_range(model, 0)} | {median_and_range(worker, 0)} "
