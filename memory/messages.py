@@ -171,8 +171,8 @@ def _check_new(new: NewMessage) -> None:
 def _store(
     *, agent_id: str, session_id: str, new: Sequence[NewMessage], summarize: bool
 ) -> list[MainMessage]:
-    """Write checked messages in one transaction; after the commit, their backup lines, one
-    embedding run and the summaries of the turns they end."""
+    """Write checked messages in one transaction with the work they need (one embedding run,
+    one task summarizing the turns they end); their backup lines after the commit."""
     backup = settings.ORCA.jsonl_backup
     # One moment for the whole call when the backup needs it in Python; the database's clock
     # (db_default) otherwise. Either way the ids keep the order of messages sharing a time.
