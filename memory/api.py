@@ -27,7 +27,14 @@ from memory.memories import (
     memory_expire,
     memory_update,
 )
-from memory.messages import message_keep, session_delete, session_messages
+from memory.messages import (
+    MAX_BATCH_MESSAGES,
+    NewMessage,
+    message_keep,
+    messages_keep,
+    session_delete,
+    session_messages,
+)
 from memory.models import (
     LongTermMemory,
     LongTermMemoryHistory,
@@ -324,11 +331,14 @@ class KeptInJsonlOut(Schema):
     stored_in: Literal["jsonl"]
 
 
-KEPT_IN_JSONL = {
-    "detail": "the database is unavailable; the message was kept in the JSONL backup and will "
-    "be imported once it is back",
-    "stored_in": "jsonl",
-}
+def kept_in_jsonl(count: int) -> dict[str, str]:
+    """The 202 answer (the API's and MCP's) for messages kept in the JSONL backup."""
+    kept = "the message was kept" if count == 1 else f"the {count} messages are"
+    return {
+        "detail": f"the database is unavailable; {kept} in the JSONL backup and will be "
+        "imported once it is back",
+        "stored_in": "jsonl",
+    }
 
 
 @router.post(
@@ -344,8 +354,34 @@ def post_message(request: HttpRequest, session_id: str, payload: MessageIn) -> S
     """
     kept = message_keep(agent_id=request.auth, session_id=session_id, **payload.dict())
     if not isinstance(kept, MainMessage):
-        return Status(202, KEPT_IN_JSONL)
+        return Status(202, kept_in_jsonl(1))
     return Status(201, kept)
+
+
+class MessagesIn(Schema):
+    messages: list[MessageIn] = Field(min_length=1, max_length=MAX_BATCH_MESSAGES)
+
+
+class MessagesOut(Schema):
+    messages: list[MessageOut] = Field(description="as stored, in the order sent")
+
+
+@router.post(
+    "/sessions/{session_id}/messages:batch",
+    response={201: MessagesOut, 202: KeptInJsonlOut},
+    tags=["messages"],
+)
+def post_messages(request: HttpRequest, session_id: str, payload: MessagesIn) -> Status[Any]:
+    """Store up to 1,000 messages of a conversation in their order, all or none, as one
+    message is stored: a 422 (or 413) lists every message at fault by its index.
+
+    202 as for one message: the database is unavailable, the messages are in the backup.
+    """
+    new = [NewMessage(**message.dict()) for message in payload.messages]
+    kept = messages_keep(agent_id=request.auth, session_id=session_id, messages=new)
+    if not isinstance(kept, list):
+        return Status(202, kept_in_jsonl(len(new)))
+    return Status(201, {"messages": kept})
 
 
 @router.get("/sessions", response=list[SessionOut], tags=["messages"])

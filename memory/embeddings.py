@@ -66,8 +66,16 @@ class Signature:
         return f"{self.provider}/{self.model} ({self.dimension} dims)"
 
 
+# Texts per call of the worker, unless `embedding_batch_size` sets it. A remote API takes the
+# design's 5: small requests, quick to retry. The local model is CPU-bound: larger batches
+# amortise its per-call cost and the worker's per-batch work (docs/BENCHMARKS.md, embedding).
+REMOTE_BATCH_SIZE = 5
+LOCAL_BATCH_SIZE = 32
+
+
 class Embedder(Protocol):
     signature: Signature
+    batch_size: int  # texts per call that suit the provider
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """One vector per text, in order; raises EmbeddingError."""
@@ -93,7 +101,7 @@ class HttpEmbedder:
         api_key: str | None,
         model: str,
         dimension: int,
-        batch_size: int = 32,
+        batch_size: int = REMOTE_BATCH_SIZE,
         attempts: int = 4,
         backoff_seconds: float = 1.0,
         timeout_seconds: float = 30.0,
@@ -167,6 +175,7 @@ class LocalEmbedder:
     """
 
     signature = Signature("local", LOCAL_MODEL, LOCAL_DIMENSION)
+    batch_size = LOCAL_BATCH_SIZE
 
     def __init__(self) -> None:
         self._model: Any = None

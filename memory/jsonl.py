@@ -21,6 +21,7 @@ import hashlib
 import json
 import math
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -80,14 +81,16 @@ def backup_fingerprint(
     msg_type: str,
     metadata: dict[str, Any] | None,
     timestamp: datetime,
+    occurrence: int = 1,
 ) -> str:
-    """The fingerprint the message's backup line will have when imported.
+    """The fingerprint the message's backup line will have when imported: the
+    `occurrence`-th line of its file with these values.
 
     A message stored while the backup is on carries it, so importing the backup files after
     an outage brings in only what the database missed.
     """
     parsed = Parsed(session_id, role, content, msg_type, metadata or None, timestamp)
-    return line_fingerprint(parsed.key(agent_id), 1)
+    return line_fingerprint(parsed.key(agent_id), occurrence)
 
 
 def _shown(value: Any) -> str:
@@ -299,11 +302,12 @@ def backup_path(agent_id: str, session_id: str) -> Path:
     return _session_file(settings.ORCA.data_dir / "jsonl", agent_id, session_id)
 
 
-def _append(agent_id: str, line: dict[str, Any]) -> Path:
-    # One write per line in append mode, so concurrent workers never interleave lines.
-    path = backup_path(agent_id, line["session_id"])
+def _append(agent_id: str, session_id: str, lines: Sequence[dict[str, Any]]) -> Path:
+    # One write in append mode for all of a call's lines, so that concurrent workers never
+    # interleave lines.
+    path = backup_path(agent_id, session_id)
     private_dir(path.parent)
-    data = (json.dumps(line, ensure_ascii=False) + "\n").encode()
+    data = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines).encode()
     fd = open_private(path, os.O_WRONLY | os.O_APPEND)
     try:
         os.write(fd, data)
@@ -312,27 +316,28 @@ def _append(agent_id: str, line: dict[str, Any]) -> Path:
     return path
 
 
-def backup_append(message: MainMessage) -> None:
-    """Append a stored message to its session's backup file (ORCA_JSONL_BACKUP)."""
-    _append(message.agent_id, message_line(message))
+def backup_append(messages: Sequence[MainMessage]) -> None:
+    """Append stored messages of one session to its backup file (ORCA_JSONL_BACKUP)."""
+    if messages:
+        first = messages[0]
+        _append(first.agent_id, first.session_id, [message_line(m) for m in messages])
 
 
 def fallback_append(
-    *,
-    agent_id: str,
-    session_id: str,
-    role: str,
-    content: str,
-    msg_type: str,
-    metadata: dict[str, Any] | None,
+    *, agent_id: str, session_id: str, messages: Sequence[Mapping[str, Any]]
 ) -> Path:
-    """Keep a message the database could not take, for `migrate_jsonl` to bring in later."""
-    line = _line(
-        session_id=session_id,
-        role=role,
-        content=content,
-        timestamp=datetime.now(tz=UTC),
-        msg_type=msg_type,
-        metadata=metadata,
-    )
-    return _append(agent_id, line)
+    """Keep messages the database could not take (each `role`, `content`, `msg_type`,
+    `metadata`), for `migrate_jsonl` to bring in later."""
+    now = datetime.now(tz=UTC)
+    lines = [
+        _line(
+            session_id=session_id,
+            role=message["role"],
+            content=message["content"],
+            timestamp=now,
+            msg_type=message["msg_type"],
+            metadata=message["metadata"],
+        )
+        for message in messages
+    ]
+    return _append(agent_id, session_id, lines)

@@ -123,7 +123,7 @@ def summarize_turn(reply: MainMessage) -> ShortTermMemory:
             reply_id=reply.pk,
         )
         _keep_newest_summaries(reply.agent_id, reply.session_id)
-        transaction.on_commit(scheduling.schedule_embedding, robust=True)
+        scheduling.with_the_write(scheduling.schedule_embedding)
     return summary
 
 

@@ -32,7 +32,6 @@ from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, ErrorData, JSONRPCError, 
 from pydantic import BaseModel, Field, ValidationError
 
 from memory.api import (
-    KEPT_IN_JSONL,
     ContextIn,
     MemoryFilters,
     MemoryIn,
@@ -42,6 +41,7 @@ from memory.api import (
     SearchFilters,
     SearchOut,
     SessionEndOut,
+    kept_in_jsonl,
     memory_or_404,
     session_or_404,
 )
@@ -183,7 +183,7 @@ def store_message(
     )
     kept = message_keep(agent_id=current_agent.get(), session_id=session_id, **message.dict())
     if isinstance(kept, Path):
-        return KEPT_IN_JSONL
+        return kept_in_jsonl(1)
     return MessageOut.from_orm(kept).model_dump(mode="json")
 
 

@@ -99,7 +99,7 @@ def memory_create(
             agent_id=agent_id, curated=by_a_person(actor), **fields
         )
         _history(memory, MemoryAction.CREATE, actor, changes=note)
-        transaction.on_commit(scheduling.schedule_embedding, robust=True)
+        scheduling.with_the_write(scheduling.schedule_embedding)
     return memory
 
 
@@ -133,7 +133,7 @@ def memory_update(
         if "content" in changed or "memory_type" in changed:
             memory.has_embedding = False
             update.append("has_embedding")
-            transaction.on_commit(scheduling.schedule_embedding, robust=True)
+            scheduling.with_the_write(scheduling.schedule_embedding)
         memory.save(update_fields=update)
         _history(
             memory,
@@ -290,7 +290,7 @@ def memory_unarchive(memory: LongTermMemory, *, actor: str) -> LongTermMemory:
         memory.updated_at = timezone.now()
         memory.save(update_fields=["archived_at", "has_embedding", "updated_at"])
         _history(memory, MemoryAction.UPDATE, actor, changes={"archived_at": None})
-        transaction.on_commit(scheduling.schedule_embedding, robust=True)
+        scheduling.with_the_write(scheduling.schedule_embedding)
     return memory
 
 

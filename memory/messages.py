@@ -6,6 +6,8 @@ A session has no table of its own: it is the set of an agent's messages with one
 from __future__ import annotations
 
 import logging
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -19,7 +21,13 @@ from django.utils import timezone
 from memory import jsonl, scheduling
 from memory.models import MainMessage, MessageType, Role, ShortTermMemory
 from memory.tokens import estimate_tokens
-from memory.validation import InvalidInput, check_content, check_identifier, check_metadata
+from memory.validation import (
+    InvalidInput,
+    InvalidItems,
+    check_content,
+    check_identifier,
+    check_metadata,
+)
 from memory.vectors import delete_with_vectors
 
 logger = logging.getLogger(__name__)
@@ -27,6 +35,8 @@ logger = logging.getLogger(__name__)
 # The key of `metadata` that marks a sub-agent run's result (subagents.runs). Only the service
 # sets it: a client that could would forge a finished run, and block the real one (409).
 RUN_METADATA_KEY = "subagent"
+# Messages one call of messages_add (POST .../messages:batch) stores at most.
+MAX_BATCH_MESSAGES = 1000
 
 
 def message_check(
@@ -46,19 +56,46 @@ def message_check(
     """
     check_identifier("agent_id", agent_id)
     check_identifier("session_id", session_id)
+    _item_check(
+        role=role, content=content, msg_type=msg_type, metadata=metadata, run_allowed=run_allowed
+    )
+
+
+def _item_check(
+    *, role: str, content: str, msg_type: str, metadata: Any, run_allowed: bool
+) -> None:
+    """The checks of one message's own fields (its session's are made once per call)."""
     check_content("content", content)
     if role not in Role.values:
-        raise InvalidInput(f"role must be one of {', '.join(Role.values)}")
+        raise InvalidInput(f"role must be one of {', '.join(Role.values)}", field="role")
     if msg_type not in MessageType.values:
-        raise InvalidInput(f"msg_type must be one of {', '.join(MessageType.values)}")
+        raise InvalidInput(
+            f"msg_type must be one of {', '.join(MessageType.values)}", field="msg_type"
+        )
     if metadata is not None and not isinstance(metadata, dict):
-        raise InvalidInput("metadata must be a JSON object")
+        raise InvalidInput("metadata must be a JSON object", field="metadata")
     check_metadata(metadata)
     if metadata and RUN_METADATA_KEY in metadata and not run_allowed:
         raise InvalidInput(
             f"metadata.{RUN_METADATA_KEY} is reserved: the service sets it when a sub-agent "
-            "run finishes (POST /messages/{id}/subagent/result)"
+            "run finishes (POST /messages/{id}/subagent/result)",
+            field="metadata",
         )
+
+
+@dataclass(frozen=True)
+class NewMessage:
+    """One message for messages_add: what a client sends (role, content, msg_type,
+    metadata), and what imports (timestamp, import_fingerprint) and sub-agent runs
+    (subagent_run) add; see message_add."""
+
+    role: str
+    content: str
+    msg_type: str = MessageType.NORMAL
+    metadata: dict[str, Any] | None = None
+    timestamp: datetime | None = None
+    import_fingerprint: str | None = None
+    subagent_run: dict[str, Any] | None = None
 
 
 def message_add(
@@ -82,46 +119,19 @@ def message_add(
     may not set themselves, except imports (files this service exported or backed up, which
     an operator brings back, keep their run links).
     """
-    message_check(
-        agent_id=agent_id,
-        session_id=session_id,
+    check_identifier("agent_id", agent_id)
+    check_identifier("session_id", session_id)
+    new = NewMessage(
         role=role,
         content=content,
         msg_type=msg_type,
         metadata=metadata,
-        run_allowed=import_fingerprint is not None,
-    )
-    if subagent_run is not None:
-        metadata = {**(metadata or {}), RUN_METADATA_KEY: subagent_run}
-    if settings.ORCA.jsonl_backup and import_fingerprint is None:
-        timestamp = timestamp or timezone.now()
-        import_fingerprint = jsonl.backup_fingerprint(
-            agent_id=agent_id,
-            session_id=session_id,
-            role=role,
-            content=content,
-            msg_type=msg_type,
-            metadata=metadata,
-            timestamp=timestamp,
-        )
-    message = MainMessage.objects.create(
-        agent_id=agent_id,
-        session_id=session_id,
-        role=role,
-        content=content,
-        msg_type=msg_type,
-        metadata=metadata,
-        token_count=estimate_tokens(content),
+        timestamp=timestamp,
         import_fingerprint=import_fingerprint,
-        **({"timestamp": timestamp} if timestamp is not None else {}),
+        subagent_run=subagent_run,
     )
-    if settings.ORCA.jsonl_backup:
-        transaction.on_commit(lambda: jsonl.backup_append(message), robust=True)
-    # After the commit, so the worker finds the row; background work never fails the write.
-    if message.needs_embedding:
-        transaction.on_commit(scheduling.schedule_embedding, robust=True)
-    if summarize and message.role == Role.ASSISTANT:
-        transaction.on_commit(lambda: scheduling.schedule_summary(message.pk), robust=True)
+    _check_new(new)
+    (message,) = _store(agent_id=agent_id, session_id=session_id, new=[new], summarize=summarize)
     return message
 
 
@@ -134,18 +144,143 @@ def message_keep(
     msg_type: str = MessageType.NORMAL,
     metadata: dict[str, Any] | None = None,
 ) -> MainMessage | Path:
-    """An agent's message (the API's and MCP's): stored, or, when the database is unavailable
-    (cannot open, or locked beyond the busy timeout) and the JSONL backup is on, kept in
-    `<data_dir>/jsonl/` for `manage.py migrate_jsonl`; returns the row or that file."""
+    """An agent's message (the API's and MCP's): stored, or kept in the JSONL backup when
+    the database is unavailable (`_or_kept`); returns the row or that file."""
     fields = {"role": role, "content": content, "msg_type": msg_type, "metadata": metadata}
+    return _or_kept(
+        lambda: message_add(agent_id=agent_id, session_id=session_id, **fields),
+        agent_id=agent_id,
+        session_id=session_id,
+        messages=[fields],
+    )
+
+
+def messages_keep(
+    *, agent_id: str, session_id: str, messages: Sequence[NewMessage]
+) -> list[MainMessage] | Path:
+    """An agent's batch of messages, as `message_keep` keeps one: all stored, or all kept."""
+    return _or_kept(
+        lambda: messages_add(agent_id=agent_id, session_id=session_id, messages=messages),
+        agent_id=agent_id,
+        session_id=session_id,
+        messages=[
+            {"role": m.role, "content": m.content, "msg_type": m.msg_type, "metadata": m.metadata}
+            for m in messages
+        ],
+    )
+
+
+def _or_kept[T](
+    store: Callable[[], T], *, agent_id: str, session_id: str, messages: list[dict[str, Any]]
+) -> T | Path:
+    """What `store` returns; when the database is unavailable (cannot open, or locked beyond
+    the busy timeout) and the JSONL backup is on, the messages kept in `<data_dir>/jsonl/`
+    for `manage.py migrate_jsonl` instead, and that file."""
     try:
-        return message_add(agent_id=agent_id, session_id=session_id, **fields)
+        return store()
     except OperationalError:
         if not settings.ORCA.jsonl_backup:
             raise
-        path = jsonl.fallback_append(agent_id=agent_id, session_id=session_id, **fields)
-        logger.error("DATABASE UNAVAILABLE: message kept in %s for migrate_jsonl", path)
+        path = jsonl.fallback_append(agent_id=agent_id, session_id=session_id, messages=messages)
+        logger.error(
+            "DATABASE UNAVAILABLE: %d message(s) kept in %s for migrate_jsonl", len(messages), path
+        )
         return path
+
+
+def messages_add(
+    *, agent_id: str, session_id: str, messages: Sequence[NewMessage], summarize: bool = True
+) -> list[MainMessage]:
+    """Store a session's messages in their order, all or none, as message_add stores one.
+
+    Every message is checked before anything is written: InvalidItems lists each one at
+    fault with its index. The rows go in with one transaction, and the embedding run and the
+    summaries of the turns they end are queued once for them all.
+    """
+    check_identifier("agent_id", agent_id)
+    check_identifier("session_id", session_id)
+    if not 1 <= len(messages) <= MAX_BATCH_MESSAGES:
+        raise InvalidInput(
+            f"messages must hold 1 to {MAX_BATCH_MESSAGES:,} messages, not {len(messages):,}",
+            field="messages",
+        )
+    errors = []
+    for number, new in enumerate(messages):
+        try:
+            _check_new(new)
+        except InvalidInput as exc:
+            errors.append((number, exc))
+    if errors:
+        raise InvalidItems("messages", errors)
+    return _store(agent_id=agent_id, session_id=session_id, new=messages, summarize=summarize)
+
+
+def _check_new(new: NewMessage) -> None:
+    _item_check(
+        role=new.role,
+        content=new.content,
+        msg_type=new.msg_type,
+        metadata=new.metadata,
+        run_allowed=new.import_fingerprint is not None,
+    )
+
+
+def _store(
+    *, agent_id: str, session_id: str, new: Sequence[NewMessage], summarize: bool
+) -> list[MainMessage]:
+    """Write checked messages in one transaction with the work they need (one embedding run,
+    one task summarizing the turns they end); their backup lines after the commit."""
+    backup = settings.ORCA.jsonl_backup
+    # One moment for the whole call when the backup needs it in Python; the database's clock
+    # (db_default) otherwise. Either way the ids keep the order of messages sharing a time.
+    now = timezone.now() if backup else None
+    seen: Counter[str] = Counter()
+    rows = []
+    for item in new:
+        metadata = item.metadata
+        if item.subagent_run is not None:
+            metadata = {**(metadata or {}), RUN_METADATA_KEY: item.subagent_run}
+        timestamp, fingerprint = item.timestamp, item.import_fingerprint
+        if backup and fingerprint is None:
+            timestamp = timestamp or now
+            fields = {
+                "agent_id": agent_id,
+                "session_id": session_id,
+                "role": item.role,
+                "content": item.content,
+                "msg_type": item.msg_type,
+                "metadata": metadata,
+                "timestamp": timestamp,
+            }
+            fingerprint = jsonl.backup_fingerprint(**fields)
+            # Identical messages of one call share a time: numbered as the importer numbers
+            # identical lines of a file, so that each keeps a fingerprint of its own.
+            seen[fingerprint] += 1
+            if seen[fingerprint] > 1:
+                fingerprint = jsonl.backup_fingerprint(**fields, occurrence=seen[fingerprint])
+        rows.append(
+            MainMessage(
+                agent_id=agent_id,
+                session_id=session_id,
+                role=item.role,
+                content=item.content,
+                msg_type=item.msg_type,
+                metadata=metadata,
+                token_count=estimate_tokens(item.content),
+                import_fingerprint=fingerprint,
+                **({"timestamp": timestamp} if timestamp is not None else {}),
+            )
+        )
+    with transaction.atomic():
+        stored = MainMessage.objects.bulk_create(rows)
+        if backup:
+            transaction.on_commit(lambda: jsonl.backup_append(stored), robust=True)
+        if any(message.needs_embedding for message in stored):
+            scheduling.with_the_write(scheduling.schedule_embedding)
+        replies = [message.pk for message in stored if message.role == Role.ASSISTANT]
+        if summarize and replies:
+            scheduling.with_the_write(lambda: scheduling.schedule_summaries(replies))
+    return stored
 
 
 def session_messages(agent_id: str, session_id: str) -> QuerySet[MainMessage]:

@@ -10,13 +10,17 @@ version name these paths (tests/test_import_graph.py checks that each names a ta
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 
+from django.db import transaction
 from django.tasks import Task, TaskResultStatus
 from django.utils import timezone
 from django.utils.module_loading import import_string
+from django_tasks_db.backend import DatabaseBackend
 from django_tasks_db.models import DBTaskResult
 
+from memory import embeddings
 from memory.models import ConsolidationRun, RunStatus
 
 EMBED_PENDING = "memory.tasks.embed_pending_task"
@@ -33,6 +37,20 @@ def task_at(path: str) -> Task:
     return task_
 
 
+def with_the_write(schedule: Callable[[], None]) -> None:
+    """Queue the work rows being written need (`schedule`), with them.
+
+    Where tasks are rows of this database (django-tasks-db), in the caller's transaction:
+    the task commits with the rows or neither does, and a write costs one transaction, not
+    two. Otherwise (the immediate backend of tests runs a task at once) after the commit, so
+    that the task finds the rows, and a failing task never fails the write.
+    """
+    if isinstance(task_at(EMBED_PENDING).get_backend(), DatabaseBackend):
+        schedule()
+    else:
+        transaction.on_commit(schedule, robust=True)
+
+
 def _embedding_waits() -> bool:
     # A waiting run embeds what is pending (and queues the next while a backlog remains), so
     # a second waiting run would only repeat it. This keeps a burst of messages, or an
@@ -43,8 +61,10 @@ def _embedding_waits() -> bool:
 
 
 def schedule_embedding(*, delay: timedelta | None = None) -> None:
-    """Queue a run of embed_pending_task unless one is already waiting."""
-    if _embedding_waits():
+    """Queue a run of embed_pending_task unless one is already waiting, or no provider is
+    configured (the worker queues one at start, so a provider configured later finds what
+    waits)."""
+    if embeddings.configured_embedder() is None or _embedding_waits():
         return
     task_ = task_at(EMBED_PENDING)
     if delay is not None:
@@ -54,9 +74,9 @@ def schedule_embedding(*, delay: timedelta | None = None) -> None:
     task_.enqueue()
 
 
-def schedule_summary(reply_id: int) -> None:
-    """Queue the summary of the turn the assistant reply `reply_id` ends."""
-    task_at(SUMMARIZE_TURN).enqueue(reply_id)
+def schedule_summaries(reply_ids: Sequence[int]) -> None:
+    """Queue, as one task, the summaries of the turns the assistant replies `reply_ids` end."""
+    task_at(SUMMARIZE_TURN).enqueue(*reply_ids)
 
 
 def schedule_consolidation(run: ConsolidationRun) -> None:

@@ -48,15 +48,17 @@ def embed_pending_task() -> int:
 
 
 @task()
-def summarize_turn_task(reply_id: int) -> None:
-    """Summarize the turn an assistant reply ends; every 20 turns, ask for a consolidation."""
-    reply = MainMessage.objects.filter(pk=reply_id).first()
-    if reply is None:
-        return  # the session was deleted meanwhile
-    # A run whose worker died after storing the summary is run again (recover_abandoned_tasks).
-    if not ShortTermMemory.objects.filter(reply_id=reply.pk).exists():
-        maintenance.summarize_turn(reply)
-    maintenance.consolidate_after_turn(reply)
+def summarize_turn_task(*reply_ids: int) -> None:
+    """Summarize the turns assistant replies end (one, or a batch's, in order); every 20
+    turns, ask for a consolidation. Rows queued before batches name one reply."""
+    replies = MainMessage.objects.filter(pk__in=reply_ids).order_by("id")
+    # Replies deleted meanwhile (with their session) are not there.
+    for reply in replies:
+        # A run whose worker died after storing a summary is run again
+        # (recover_abandoned_tasks): what it did is not done twice.
+        if not ShortTermMemory.objects.filter(reply_id=reply.pk).exists():
+            maintenance.summarize_turn(reply)
+        maintenance.consolidate_after_turn(reply)
 
 
 @task()

@@ -42,6 +42,18 @@ class ContentTooLarge(InvalidInput):
     """Content above the configured size limit (HTTP 413)."""
 
 
+class InvalidItems(InvalidInput):
+    """Items of a list at fault, each with its index in the list (HTTP 422, or 413 when each
+    is too large). `field` names the list."""
+
+    def __init__(self, field: str, errors: list[tuple[int, InvalidInput]]) -> None:
+        super().__init__(
+            "; ".join(f"{field}.{index}.{exc.field}: {exc}" for index, exc in errors),
+            field=field,
+        )
+        self.errors = errors
+
+
 class Conflict(Exception):
     """A request that contradicts the stored state, such as writing to a finished run (409)."""
 

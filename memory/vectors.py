@@ -269,7 +269,7 @@ def embed_pending(
     if embedder is None or not index.vector_index_status().enabled:
         return 0
     prepare_index(embedder.signature)
-    batch_size = batch_size or settings.ORCA.embedding_batch_size
+    batch_size = batch_size or settings.ORCA.embedding_batch_size or embedder.batch_size
     embedded = 0
     try:
         for source in SOURCES:
@@ -291,16 +291,21 @@ def _embed_source(
     limit: int | None,
     progress: Callable[[int], None] | None,
 ) -> int:
-    embedded, skipped = 0, set[int]()
+    embedded, after = 0, 0
     pending = source.pending().order_by("id")
     while limit is None or embedded < limit:
-        batch = list(pending.exclude(pk__in=skipped)[:batch_size])
+        # From the last batch on, not from the start: the rows before it are embedded or
+        # skipped, and a scan from the start would pass them all again for every batch. A row
+        # committed meanwhile below `after` (PostgreSQL's ids may commit out of order) queued
+        # a run of its own, which finds it.
+        batch = list(pending.filter(pk__gt=after)[:batch_size])
         if not batch:
             break
+        after = batch[-1].pk
         try:
             vectors = embedder.embed([source.text(row) for row in batch])
         except InputRejected:
-            done = _embed_one_by_one(source, embedder, batch, skipped)
+            done = _embed_one_by_one(source, embedder, batch)
         else:
             done = _write(source, batch, vectors)
         embedded += done
@@ -309,9 +314,7 @@ def _embed_source(
     return embedded
 
 
-def _embed_one_by_one(
-    source: Source, embedder: Embedder, batch: list[Any], skipped: set[int]
-) -> int:
+def _embed_one_by_one(source: Source, embedder: Embedder, batch: list[Any]) -> int:
     """So that one text the provider refuses cannot block the rest of the backlog."""
     embedded = 0
     for row in batch:
@@ -321,7 +324,6 @@ def _embed_one_by_one(
             logger.warning(
                 "%s %s cannot be embedded, skipped for now: %s", source.model.__name__, row.pk, exc
             )
-            skipped.add(row.pk)
             continue
         embedded += _write(source, [row], vectors)
     return embedded

@@ -22,7 +22,13 @@ from ninja.renderers import JSONRenderer
 
 from memory.api import router as memory_router
 from memory.auth import ApiKeyAuth
-from memory.validation import NON_FINITE_MESSAGE, Conflict, ContentTooLarge, InvalidInput
+from memory.validation import (
+    NON_FINITE_MESSAGE,
+    Conflict,
+    ContentTooLarge,
+    InvalidInput,
+    InvalidItems,
+)
 from orca_memory.errors import Loc, error_body, errors_detail, field_errors
 from subagents.api import router as subagents_router
 
@@ -208,6 +214,17 @@ def validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse
 @api.exception_handler(ContentTooLarge)
 def content_too_large(request: HttpRequest, exc: ContentTooLarge) -> HttpResponse:
     return _error(request, 413, str(exc), [(_loc(request, exc.field), str(exc))])
+
+
+@api.exception_handler(InvalidItems)
+def invalid_items(request: HttpRequest, exc: InvalidItems) -> HttpResponse:
+    """Each item at fault where the client sent it: ["body", "messages", 3, "content"]."""
+    too_large = all(isinstance(error, ContentTooLarge) for _, error in exc.errors)
+    errors = [
+        (("body", exc.field or "", index, *filter(None, [error.field])), str(error))
+        for index, error in exc.errors
+    ]
+    return _error(request, 413 if too_large else 422, str(exc), errors)
 
 
 @api.exception_handler(InvalidInput)

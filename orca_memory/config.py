@@ -31,7 +31,8 @@ class Config:
     model_window: int
     embedding_provider: str
     embedding_dim: int
-    embedding_batch_size: int
+    # None: the provider's own (memory.embeddings: 5 for a remote API, more for the local model).
+    embedding_batch_size: int | None
     max_content_bytes: int
     long_term_cap: int
     vector_cache_mb: int
@@ -143,7 +144,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("orca", "model_window", _positive_int, 8192),
     Setting("orca", "embedding_provider", _provider, "auto"),
     Setting("orca", "embedding_dim", _positive_int, 1024),
-    Setting("orca", "embedding_batch_size", _positive_int, 5),
+    Setting("orca", "embedding_batch_size", _positive_int, None),
     Setting("orca", "max_content_bytes", _positive_int, 1024 * 1024),
     Setting("orca", "long_term_cap", _positive_int, 10_000),
     Setting("orca", "vector_cache_mb", _non_negative_int, 512),

@@ -25,6 +25,7 @@ class FakeEmbedder:
         fail_times: int = 0,
     ) -> None:
         self.signature = Signature(name, model, dimension)
+        self.batch_size = 5
         self.fail_times = fail_times
         self.calls: list[list[str]] = []
 

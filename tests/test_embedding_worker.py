@@ -35,6 +35,7 @@ def test_only_user_and_assistant_messages_of_three_tokens_wait_for_a_vector():
     add_message("a long system prompt here", role="system")
     add_message("a long tool result here", role="tool")
 
+    # In id order: unordered, PostgreSQL may read them through the index on role.
     assert list(MainMessage.objects.awaiting_embedding().order_by("id")) == eligible
     assert [m.needs_embedding for m in eligible] == [True, True, True]
 

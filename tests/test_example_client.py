@@ -45,6 +45,10 @@ def test_the_example_client_stores_a_conversation_and_a_subagent_run(live_server
     assert list(
         MainMessage.objects.filter(session_id=session).order_by("id").values_list("role", flat=True)
     ) == ["user", "user", "assistant", "tool", "assistant"]
+    # The first two came in one batch call, in their order.
+    assert MainMessage.objects.filter(session_id=session).order_by("id").first().msg_type == (
+        "preference"
+    )
 
 
 @pytest.mark.django_db(transaction=True)

@@ -356,12 +356,12 @@ def condition(request, settings, tmp_path, monkeypatch) -> Condition:
     down = request.param.startswith("database down")
     if down:
 
-        def unavailable(**fields: Any) -> None:
+        def unavailable(*rows: Any, **options: Any) -> None:
             raise OperationalError("unable to open database file")
 
         # As when SQLite cannot be opened: the insert fails after the message was checked, and
         # POST .../messages keeps it in the fallback instead.
-        monkeypatch.setattr(MainMessage.objects, "create", unavailable)
+        monkeypatch.setattr(MainMessage.objects, "bulk_create", unavailable)
     return Condition(down=down, fallback=tmp_path / "jsonl")
 
 

@@ -319,7 +319,9 @@ def test_the_backup_of_an_agent_named_before_the_rules_stays_in_the_backup_folde
 
     settings.ORCA = dataclasses.replace(settings.ORCA, jsonl_backup=True, data_dir=tmp_path)
     path = jsonl.fallback_append(
-        agent_id="..", session_id="orca", role="user", content="x", msg_type="normal", metadata=None
+        agent_id="..",
+        session_id="orca",
+        messages=[{"role": "user", "content": "x", "msg_type": "normal", "metadata": None}],
     )
     assert path == tmp_path / "jsonl" / "%2E." / "orca.jsonl"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["jsonl"]

@@ -268,10 +268,14 @@ def test_reimporting_the_backup_brings_in_only_what_the_database_missed(
     jsonl.fallback_append(
         agent_id="a1",
         session_id="s1",
-        role="user",
-        content="kept during an outage",
-        msg_type="normal",
-        metadata=None,
+        messages=[
+            {
+                "role": "user",
+                "content": "kept during an outage",
+                "msg_type": "normal",
+                "metadata": None,
+            }
+        ],
     )
 
     output = migrate(str(jsonl.backup_path("a1", "s1")), "--agent", "a1")

@@ -209,10 +209,10 @@ def test_messages_kept_during_an_outage_come_back_and_the_rest_are_reported(
         ("s1", {"content": "not finite", "metadata": {"x": float("nan")}}),
     ]
 
-    def database_down(**fields):
+    def database_down(*rows, **options):
         raise OperationalError("unable to open database file")
 
-    monkeypatch.setattr(MainMessage.objects, "create", database_down)
+    monkeypatch.setattr(MainMessage.objects, "bulk_create", database_down)
     answers = {}
     for session, body in sent:
         response = api.post(

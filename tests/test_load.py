@@ -29,3 +29,26 @@ def test_concurrent_agents_over_http_store_every_message_exactly_once(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "stored per agent: load-0=40 load-1=40 load-2=40 load-3=40" in result.stdout
     assert "5xx or errors: 0; 'database is locked' in logs: 0" in result.stdout
+
+
+def test_batches_and_single_posts_interleaved_from_several_clients_lose_nothing(tmp_path):
+    # Clients 0 and 2 send batches of 15 (the last one of 10), 1 and 3 one message per POST.
+    result = manage(
+        tmp_path,
+        "loadtest",
+        "--clients",
+        "4",
+        "--messages",
+        "40",
+        "--batch",
+        "15",
+        "--mixed",
+        "--context-every",
+        "5",
+        check=False,
+    )
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "half the clients in batches of 15" in result.stdout
+    assert "stored per agent: load-0=40 load-1=40 load-2=40 load-3=40" in result.stdout
+    assert "5xx or errors: 0; 'database is locked' in logs: 0" in result.stdout

@@ -176,19 +176,20 @@ def test_a_killed_workers_task_is_failed_and_run_again_by_the_next_worker(tmp_pa
     db_path = home / "data" / "orca.db"
     manage(home, "migrate", "--no-input")
     manage(home, "migrate_jsonl", "examples/jsonl/trip-planning.jsonl", "--agent", "a1")
-    manage(home, "embed_pending", "--enqueue")
     # An embedding server that takes connections and never answers: the first worker hangs
     # in its task, as one does in a slow call when it is killed.
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))
     silent.listen(16)
-    hanging = service_env(
-        home,
-        ORCA_EMBEDDING_PROVIDER="openai",
-        OPENAI_BASE_URL=f"http://127.0.0.1:{silent.getsockname()[1]}/v1",
-        OPENAI_EMBEDDING_MODEL="silent",
-        ORCA_EMBEDDING_DIM="8",
-    )
+    provider = {
+        "ORCA_EMBEDDING_PROVIDER": "openai",
+        "OPENAI_BASE_URL": f"http://127.0.0.1:{silent.getsockname()[1]}/v1",
+        "OPENAI_EMBEDDING_MODEL": "silent",
+        "ORCA_EMBEDDING_DIM": "8",
+    }
+    # As the Procfile's worker line does at start, with the provider it will embed with.
+    manage(home, "embed_pending", "--enqueue", **provider)
+    hanging = service_env(home, **provider)
     first = subprocess.Popen(
         [sys.executable, "manage.py", "db_worker", "--no-startup-delay", "--interval", "0.2"],
         cwd=ROOT,

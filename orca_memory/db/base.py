@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from itertools import tee
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, ClassVar
 
 from django.db.backends.sqlite3 import base as sqlite_base
 from django.db.backends.sqlite3._functions import register as register_django_functions
@@ -132,13 +132,18 @@ class Connection(Driver.Connection):
             sqlite3.SQLITE_LIMIT_COLUMN: ("MAX_COLUMN", 2000),
         }
 
+        # The library's, the same for every connection: read once per process (Django asks
+        # on each bulk insert and each long `IN (...)`).
+        _found: ClassVar[dict[int, int]] = {}
+
         def getlimit(self, category: int) -> int:
-            option, default = self._LIMITS[category]
-            for (compile_option,) in self.execute("PRAGMA compile_options"):
-                name, _, value = compile_option.partition("=")
-                if name == option:
-                    return int(value)
-            return default
+            if category not in self._found:
+                option, default = self._LIMITS[category]
+                options = dict(
+                    name.partition("=")[::2] for (name,) in self.execute("PRAGMA compile_options")
+                )
+                self._found[category] = int(options.get(option, default))
+            return self._found[category]
 
 
 class CursorWrapper(Driver.Cursor):

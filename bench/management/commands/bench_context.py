@@ -78,6 +78,7 @@ class FakeEmbedder:
 
     def __init__(self, dimension: int) -> None:
         self.signature = Signature("bench", "random", dimension)
+        self.batch_size = 500
         self._rng = np.random.default_rng(1)
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:

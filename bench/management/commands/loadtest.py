@@ -5,7 +5,9 @@ ORCA_DATABASE_URL set, on a temporary database of that PostgreSQL server), then 
 N clients, each its own agent, each storing M messages with a context request after every
 10th (or none: the ingest benchmark of `make bench`). Checks that every message is stored
 exactly once, that nothing answered 5xx and that no "database is locked" surfaced, and reports
-requests/s, messages/s, latency percentiles and memory; with several runs, their medians.
+requests/s, messages/s, latency percentiles, CPU time per message (what the load cost the
+server and the task worker, whatever else the machine runs) and memory; with several runs,
+their medians.
 """
 
 from __future__ import annotations
@@ -54,6 +56,19 @@ def _rss_mib(pid: int) -> float:
     return total + sum(_rss_mib(int(child)) for child in children)
 
 
+def _cpu_seconds(pid: int) -> float:
+    """CPU time (user and system) of a process and its live children, from /proc: what the
+    load cost, whatever else the machine runs meanwhile."""
+    try:
+        # Fields 14 and 15, counted after the command (in parentheses, may hold spaces).
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return 0.0
+    return own + sum(_cpu_seconds(int(child)) for child in children)
+
+
 @dataclass
 class Run:
     """What one load run measured, and what it found wrong."""
@@ -64,6 +79,7 @@ class Run:
     failures: list[tuple[str, str]]  # (path, what went wrong)
     health: dict[str, Any]  # at the end of the load, before the servers stop
     rss: tuple[float, float]  # server (gunicorn and its workers), task worker; MiB
+    cpu: tuple[float, float]  # CPU seconds during the load: server, task worker(s)
     hung: list[str]
     stored: dict[str, int]  # per agent; negative when some text was stored twice
     locked: int  # "database is locked" in the servers' logs
@@ -91,6 +107,17 @@ class Command(BaseCommand):
             default=10,
             help="a context request after every Nth message; 0 for none (ingest only)",
         )
+        parser.add_argument(
+            "--batch",
+            type=int,
+            default=0,
+            help="messages per call of POST .../messages:batch; 0 for one POST per message",
+        )
+        parser.add_argument(
+            "--mixed",
+            action="store_true",
+            help="with --batch, only every other client batches; the rest post one by one",
+        )
         parser.add_argument("--workers", type=int, default=2, help="gunicorn workers")
         parser.add_argument("--task-workers", type=int, default=1, help="db_worker processes")
         parser.add_argument("--runs", type=int, default=1, help="each on a new, empty home")
@@ -98,9 +125,15 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
         every = options["context_every"]
+        batch = options["batch"]
         self.stdout.write(
             f"{options['clients']} clients x {options['messages']} messages"
             + (f" (+ a context request every {every} messages)" if every else " (ingest only)")
+            + (
+                f", {'half the clients' if options['mixed'] else 'each'} in batches of {batch}"
+                if batch
+                else ", one POST per message"
+            )
             + f", gunicorn {options['workers']} workers + {options['task_workers']} task "
             f"worker(s) on {connections['default'].vendor}"
         )
@@ -137,9 +170,14 @@ class Command(BaseCommand):
                 servers = self._start(env, port, options, out)
                 try:
                     self._wait_ready(port)
+                    cpu_before = [_cpu_seconds(process.pid) for process in servers]
                     started = time.perf_counter()
                     latencies, failures = self._load(port, keys, options)
                     seconds = time.perf_counter() - started
+                    cpu = [
+                        _cpu_seconds(process.pid) - before
+                        for process, before in zip(servers, cpu_before, strict=True)
+                    ]
                     health = httpx.get(f"http://127.0.0.1:{port}/api/v1/health").json()
                     web, *workers = (_rss_mib(process.pid) for process in servers)
                     worker = sum(workers)
@@ -160,6 +198,7 @@ class Command(BaseCommand):
                 failures=failures,
                 health=health,
                 rss=(web, worker),
+                cpu=(cpu[0], sum(cpu[1:])),
                 hung=hung,
                 stored={a: int(n) for a, n in (item.split("=") for item in counts.split())},
                 locked=log.read_text().count("database is locked"),
@@ -231,36 +270,42 @@ class Command(BaseCommand):
         every = options["context_every"]
 
         def client(number: int, key: str) -> None:
+            batched = options["batch"] and not (options["mixed"] and number % 2)
+            size = options["batch"] if batched else 1
             with httpx.Client(
                 base_url=f"http://127.0.0.1:{port}/api/v1",
                 headers={"Authorization": f"Bearer {key}"},
                 timeout=60,
             ) as http:
-                for i in range(options["messages"]):
-                    calls = [
-                        (
-                            f"/sessions/s{number}/messages",
-                            {
-                                "role": "user" if i % 2 == 0 else "assistant",
-                                "content": f"client {number} message {i}: 我喜欢测试 load",
-                            },
-                        )
+                for start in range(0, options["messages"], size):
+                    numbers = range(start, min(start + size, options["messages"]))
+                    messages = [
+                        {
+                            "role": "user" if i % 2 == 0 else "assistant",
+                            "content": f"client {number} message {i}: 我喜欢测试 load",
+                        }
+                        for i in numbers
                     ]
-                    if every and i % every == every - 1:
+                    calls = [
+                        (f"/sessions/s{number}/messages:batch", {"messages": messages})
+                        if batched
+                        else (f"/sessions/s{number}/messages", messages[0])
+                    ]
+                    if every and any(i % every == every - 1 for i in numbers):
                         calls.append((f"/sessions/s{number}/context", {"query": "测试"}))
                     for path, body in calls:
-                        start = time.perf_counter()
+                        start_time = time.perf_counter()
                         try:
                             response = http.post(path, json=body)
                             problem = (
                                 f"{response.status_code} {response.text[:200]}"
-                                if response.status_code >= 500
+                                if response.status_code >= 400
                                 or "database is locked" in response.text
                                 else None
                             )
                         except httpx.HTTPError as exc:
                             problem = f"{type(exc).__name__}: {exc}"
-                        elapsed = time.perf_counter() - start
+                        elapsed = time.perf_counter() - start_time
                         with lock:
                             latencies.append(elapsed)
                             if problem:
@@ -284,6 +329,11 @@ class Command(BaseCommand):
             f"p99 {percentile(run.latencies, 0.99) * 1000:.1f} ms"
         )
         self.stdout.write(
+            f"  CPU per message: server {run.cpu[0] / run.messages * 1000:.2f} ms, task worker "
+            f"{run.cpu[1] / run.messages * 1000:.2f} ms (load average "
+            f"{' '.join(Path('/proc/loadavg').read_text().split()[:3])})"
+        )
+        self.stdout.write(
             f"  RSS after the load: server {run.rss[0]:,.0f} MiB, worker {run.rss[1]:,.0f} MiB; "
             f"embedding provider {embedding['provider']}, {embedding['pending']} rows still "
             f"to embed; 5xx or errors: {len(run.failures)}; 'database is locked' in logs: "
@@ -302,6 +352,10 @@ class Command(BaseCommand):
             f"p50 {figure(lambda r: statistics.median(r.latencies) * 1000)} ms; "
             f"p95 {figure(lambda r: percentile(r.latencies, 0.95) * 1000)} ms; "
             f"p99 {figure(lambda r: percentile(r.latencies, 0.99) * 1000)} ms"
+        )
+        self.stdout.write(
+            f"  CPU ms per message: server {figure(lambda r: r.cpu[0] / r.messages * 1000, 2)}; "
+            f"task worker {figure(lambda r: r.cpu[1] / r.messages * 1000, 2)}"
         )
         self.stdout.write(
             f"  RSS server {figure(lambda r: r.rss[0], 0)} MiB; "

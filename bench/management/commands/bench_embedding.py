@@ -1,0 +1,91 @@
+"""`manage.py bench_embedding DIR`: the worker's embedding rate beside the model's own.
+
+In a temporary database, stores the first `--messages` turns of `DIR/conversations.jsonl`
+(LoCoMo format, as eval_locomo reads it), then for each batch size, with the configured
+provider, each the median of `--runs`:
+- the model's own rate: `embed()` over the messages' embedding texts, that many per call,
+  nothing else;
+- the worker's: the vector tables emptied (every message pending again), then the work of
+  `embed_pending_task` run after run, as the worker runs it while a backlog remains (rows
+  fetched, embedded, their vectors and flags written), until nothing is pending.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from bench.evaluation import load_conversations
+from bench.measure import median_and_range
+from bench.tempdb import use_temporary_database
+from memory import embeddings, tasks, vectors
+from memory.models import MainMessage
+
+
+class Command(BaseCommand):
+    help = "Embedding throughput: the worker draining a backlog beside the model's own rate."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("data", type=Path, help="a folder holding conversations.jsonl")
+        parser.add_argument("--messages", type=int, default=1000)
+        parser.add_argument(
+            "--batch-sizes",
+            type=int,
+            nargs="+",
+            default=None,
+            help="texts per call (default: 5 and the provider's own batch size)",
+        )
+        parser.add_argument("--runs", type=int, default=3)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        embedder = embeddings.configured_embedder()
+        if embedder is None:
+            raise CommandError("No embedding provider is configured (ORCA_EMBEDDING_PROVIDER).")
+        sizes = options["batch_sizes"] or sorted({5, embedder.batch_size})
+        with tempfile.TemporaryDirectory(prefix="orca-bench-embedding-") as folder:
+            use_temporary_database(Path(folder) / "embedding.db")
+            stored = load_conversations(
+                options["data"] / "conversations.jsonl", limit=options["messages"]
+            )
+            texts = [vectors.embedding_text(m) for m in MainMessage.objects.order_by("id")]
+            embedder.embed(texts[:1])  # the local model loads on its first call
+            self.stdout.write(
+                f"{stored:,} LoCoMo messages, {embedder.signature}, median of "
+                f"{options['runs']} runs (lowest-highest); messages embedded per second:"
+            )
+            self.stdout.write("batch | model alone | worker draining the backlog | worker/model")
+            for size in sizes:
+                model, worker = [], []
+                for _ in range(options["runs"]):  # in turn, so that both see the same drift
+                    model.append(self._model_rate(embedder, texts, size))
+                    worker.append(self._worker_rate(embedder, size))
+                ratio = statistics.median(worker) / statistics.median(model)
+                self.stdout.write(
+                    f"{size:>5} | {median_and_range(model, 0)} | {median_and_range(worker, 0)} "
+                    f"| {ratio:.0%}"
+                )
+
+    def _model_rate(self, embedder: embeddings.Embedder, texts: list[str], size: int) -> float:
+        started = time.perf_counter()
+        for start in range(0, len(texts), size):
+            embedder.embed(texts[start : start + size])
+        return len(texts) / (time.perf_counter() - started)
+
+    def _worker_rate(self, embedder: embeddings.Embedder, size: int) -> float:
+        vectors.rebuild_index(embedder.signature)
+        pending = vectors.pending_count()
+        started = time.perf_counter()
+        embedded = 0
+        while done := vectors.embed_pending(
+            embedder=embedder, batch_size=size, limit=tasks.ROWS_PER_RUN
+        ):
+            embedded += done
+        seconds = time.perf_counter() - started
+        if embedded != pending:
+            raise CommandError(f"embedded {embedded} of {pending} pending rows")
+        return embedded / seconds
