@@ -14,7 +14,7 @@ SITE_URL := http://$(subst [::]:,[::1]:,$(subst 0.0.0.0:,127.0.0.1:,$(BIND)))
 # .mo (not in git) by Babel, a Python package, so no GNU gettext is needed to install or run.
 MO_FILES := $(patsubst %.po,%.mo,$(wildcard locale/*/LC_MESSAGES/django.po))
 
-.PHONY: install install-local browser gettext messages run run-postgres test lint bench bench-postgres loadtest eval clean
+.PHONY: install install-local browser gettext messages run run-postgres test lint screenshots bench bench-postgres loadtest eval clean
 
 install: $(STAMP) $(MO_FILES)
 
@@ -84,6 +84,15 @@ test: lint install-local browser gettext
 	$(BIN)/python -m pytest
 	$(BIN)/python -m pytest --ds=tests.settings_postgres -m "not sqlite_only and (postgres or not slow)"
 
+# Screenshots of every dashboard page at 1440x900 and 390x844, in English and Chinese, into
+# screenshots/en/ and screenshots/zh-hans/ (git-ignored), from a demo store in a throwaway
+# ORCA_HOME (tests/screenshots.py). Chinese text needs a CJK font, installed here if missing.
+screenshots: install-local browser
+	fc-list :lang=zh | grep -q . || (apt-get update && apt-get install -y fonts-noto-cjk)
+	rm -rf screenshots
+	$(BIN)/python -m pytest tests/screenshots.py -q -p no:cacheprovider
+	@echo "screenshots: $(CURDIR)/screenshots/"
+
 # Figures for docs/BENCHMARKS.md, each the median of several runs. The ingest runs use the
 # default deployment (local model embedding in the worker), hence install-local.
 bench: install-local
@@ -121,4 +130,4 @@ eval: install-local
 	$(BIN)/python manage.py eval_locomo $(ZH_SET) --target context --window 2048 --same-session
 
 clean:
-	rm -rf $(VENV) staticfiles test-results .pytest_cache .ruff_cache $(MO_FILES)
+	rm -rf $(VENV) staticfiles test-results screenshots .pytest_cache .ruff_cache $(MO_FILES)
