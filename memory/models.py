@@ -15,6 +15,8 @@ from django.db import models
 from django.db.models import Count, Max, Min, Sum
 from django.db.models.functions import Now
 from django.utils import timezone
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from memory.validation import IdentifierValidator, validate_confidence
 
@@ -29,26 +31,26 @@ EMBED_MIN_TOKENS = 3
 
 
 class Role(models.TextChoices):
-    USER = "user"
-    ASSISTANT = "assistant"
-    SYSTEM = "system"
-    TOOL = "tool"
+    USER = "user", _("User")
+    ASSISTANT = "assistant", _("Assistant")
+    SYSTEM = "system", _("System")
+    TOOL = "tool", _("Tool")
 
 
 class MessageType(models.TextChoices):
-    NORMAL = "normal"
-    FACT = "fact"
-    TODO = "todo"
-    DECISION = "decision"
-    PREFERENCE = "preference"
-    ERROR = "error"
+    NORMAL = "normal", _("Normal")
+    FACT = "fact", _("Fact")
+    TODO = "todo", _("Todo")
+    DECISION = "decision", _("Decision")
+    PREFERENCE = "preference", _("Preference")
+    ERROR = "error", _("Error")
 
 
 class MemoryType(models.TextChoices):
-    PREFERENCE = "preference"
-    FACT = "fact"
-    DECISION = "decision"
-    PROJECT = "project"
+    PREFERENCE = "preference", _("Preference")
+    FACT = "fact", _("Fact")
+    DECISION = "decision", _("Decision")
+    PROJECT = "project", _("Project")
 
 
 def _one_of(field: str, choices: type[models.TextChoices], name: str) -> models.CheckConstraint:
@@ -285,14 +287,14 @@ TIME_FIELDS = frozenset({"expires_at", "archived_at"})
 # What a history row may hold besides the fields it changed.
 NOTE_KEYS = frozenset({"reverted_to", "proposed_content", "content_kept", RUN_NOTE})
 ACTION_LABELS = {
-    MemoryAction.CREATE: "created",
-    MemoryAction.UPDATE: "edited",
-    MemoryAction.MERGE: "confirmed by an extraction",
-    MemoryAction.EXPIRE: "expired",
-    MemoryAction.ARCHIVE: "archived",
-    MemoryAction.DELETE: "deleted",
-    MemoryAction.RESTORE: "restored",
-    MemoryAction.REVERT: "reverted",
+    MemoryAction.CREATE: _("created"),
+    MemoryAction.UPDATE: _("edited"),
+    MemoryAction.MERGE: _("confirmed by an extraction"),
+    MemoryAction.EXPIRE: _("expired"),
+    MemoryAction.ARCHIVE: _("archived"),
+    MemoryAction.DELETE: _("deleted"),
+    MemoryAction.RESTORE: _("restored"),
+    MemoryAction.REVERT: _("reverted"),
 }
 
 
@@ -351,9 +353,11 @@ class LongTermMemoryHistory(models.Model):
     @property
     def label(self) -> str:
         if self.action == MemoryAction.REVERT and self.changes:
-            return f"reverted to version {self.changes.get('reverted_to')}"
+            return gettext("reverted to version %(version)s") % {
+                "version": self.changes.get("reverted_to")
+            }
         if self.action == MemoryAction.UPDATE and self.changes == {"archived_at": None}:
-            return "unarchived"
+            return gettext("unarchived")
         return ACTION_LABELS.get(self.action, self.action)
 
     @property

@@ -19,10 +19,11 @@ from django.core.paginator import Page, Paginator
 from django.db.models import Count, Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
-from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -84,21 +85,23 @@ SEARCH_HITS = 50
 # Every index is scoped to one agent: a search of all agents searches each, up to this many.
 SEARCH_AGENTS = 20
 MAX_ID = 2**63 - 1  # a larger number is no row's id, and overflows the database's integers
+# What object_or_404 names in its 404.
+MEMORY = gettext_lazy("memory")
 # The event a deleted card's answer sends: the memory list reloads itself, counts included.
 MEMORIES_CHANGED = "memories-changed"
 LAYER_SHORT_LABELS = {
-    "working": "Working",
-    "short_term": "Short-term",
-    "long_term": "Long-term",
-    "recall": "Recall",
+    "working": gettext_lazy("Working"),
+    "short_term": gettext_lazy("Short-term"),
+    "long_term": gettext_lazy("Long-term"),
+    "recall": gettext_lazy("Recall"),
 }
 # The preview's order: what the query chose first, the session's own messages last.
 PREVIEW_ORDER = ("long_term", "recall", "short_term", "working")
 LAYER_LABELS = {
-    "working": "Working memory",
-    "short_term": "Short-term memory",
-    "long_term": "Long-term memory",
-    "recall": "Recalled from earlier conversations",
+    "working": gettext_lazy("Working memory"),
+    "short_term": gettext_lazy("Short-term memory"),
+    "long_term": gettext_lazy("Long-term memory"),
+    "recall": gettext_lazy("Recalled from earlier conversations"),
 }
 
 
@@ -151,7 +154,7 @@ def _session_rows(sessions: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         scope |= Q(agent_id=row["agent_id"], session_id=row["session_id"])
     messages = MainMessage.objects.filter(scope)
     counts: dict[tuple[str, str], int] = {}
-    for (agent_id, session_id, _), names in subagent_runs(messages, messages).items():
+    for (agent_id, session_id, _parent), names in subagent_runs(messages, messages).items():
         counts[agent_id, session_id] = counts.get((agent_id, session_id), 0) + len(names)
     ended, consolidated = set(), set()
     runs = ConsolidationRun.objects.filter(scope).values_list(
@@ -173,29 +176,39 @@ def _session_rows(sessions: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 def health_notes(health: Health) -> list[str]:
     """What the health report means for the service, in plain words; empty when all is well."""
     if not health.database.get("ok"):
-        return [f"The database cannot be opened: {health.database.get('error')}."]
+        return [
+            _("The database cannot be opened: %(error)s.") % {"error": health.database.get("error")}
+        ]
     vectors, embedding = health.vector_search, health.embedding
     notes = []
     if not vectors["enabled"]:
         notes.append(
-            f"Vector search is off ({vectors['reason']}): search and context use text "
-            "matching only."
+            _("Vector search is off (%(reason)s): search and context use text matching only.")
+            % {"reason": vectors["reason"]}
         )
     if embedding["provider"] == "none":
         notes.append(
-            "No embedding provider is configured, so search is lexical only. Set "
-            "SILICONFLOW_API_KEY or install the local model for semantic search."
+            _(
+                "No embedding provider is configured, so search is lexical only. Set "
+                "SILICONFLOW_API_KEY or install the local model for semantic search."
+            )
         )
     elif not embedding["ready"]:
         notes.append(
-            f"The {embedding['provider']} embedding provider cannot be used: {embedding['reason']}."
+            _("The %(provider)s embedding provider cannot be used: %(reason)s.")
+            % {"provider": embedding["provider"], "reason": embedding["reason"]}
         )
     if embedding["failing"]:
         at = embedding["last_error_at"]
         notes.append(
-            f"Embedding is failing: the last attempt{f' ({at:%Y-%m-%d %H:%M} UTC)' if at else ''} "
-            f"said “{embedding['last_error']}”. Messages are still stored; the backlog drains "
-            "by itself when the provider is back."
+            _(
+                "Embedding is failing: the last attempt%(when)s said “%(error)s”. Messages are "
+                "still stored; the backlog drains by itself when the provider is back."
+            )
+            % {
+                "when": f" ({at:%Y-%m-%d %H:%M} UTC)" if at else "",
+                "error": embedding["last_error"],
+            }
         )
     return notes
 
@@ -372,7 +385,10 @@ def _session_context(
     if filters.narrowed:
         total = session_messages(agent_id, session_id).count()
     if not total:
-        raise Http404(f"Agent {agent_id} has no session {session_id}.")
+        raise Http404(
+            _("Agent %(agent)s has no session %(session)s.")
+            % {"agent": agent_id, "session": session_id}
+        )
     last = page.paginator.num_pages
     timeline = list(page)
     ids = [message.pk for message in timeline]
@@ -453,7 +469,9 @@ def search_page(request: HttpRequest) -> HttpResponse:
     context: dict[str, Any] = {"form": form, "k": SEARCH_HITS}
     if form.is_valid():
         if not form.cleaned_data["agent"] and len(agents) > SEARCH_AGENTS:
-            form.add_error("agent", f"Choose an agent: there are more than {SEARCH_AGENTS}.")
+            form.add_error(
+                "agent", _("Choose an agent: there are more than %(n)d.") % {"n": SEARCH_AGENTS}
+            )
         else:
             result = form.search(SEARCH_HITS)
             terms = highlight_terms(form.cleaned_data["q"])
@@ -496,7 +514,9 @@ def _memory_page(request: HttpRequest, memory_id: int, *, partial: str) -> HttpR
             memory_id=memory_id, action=MemoryAction.DELETE
         ).last()
         if deletion is None:
-            raise Http404(f"No memory #{memory_id}: it was deleted, or never existed.") from None
+            raise Http404(
+                _("No memory #%(id)d: it was deleted, or never existed.") % {"id": memory_id}
+            ) from None
         context = {"memory_id": memory_id, "deletion": deletion, "history": history}
         if partial == "history" and request.htmx:
             return render(request, "memory/memory.html#history", context)
@@ -531,7 +551,7 @@ def _memory_changed(request: HttpRequest, memory: LongTermMemory) -> HttpRespons
 @needs(CHANGE_MEMORIES)
 @require_http_methods(["GET", "POST"])
 def memory_edit(request: HttpRequest, memory_id: int) -> HttpResponse:
-    memory = object_or_404(LongTermMemory, memory_id, "memory")
+    memory = object_or_404(LongTermMemory, memory_id, MEMORY)
     form = MemoryForm(request.POST if request.method == "POST" else None, instance=memory)
     if form.is_valid():
         # Only what the curator changed, through the flow that keeps the history. It compares
@@ -553,7 +573,7 @@ def memory_edit(request: HttpRequest, memory_id: int) -> HttpResponse:
 @needs(CHANGE_MEMORIES)
 @require_POST
 def memory_expire_view(request: HttpRequest, memory_id: int) -> HttpResponse:
-    memory = object_or_404(LongTermMemory, memory_id, "memory")
+    memory = object_or_404(LongTermMemory, memory_id, MEMORY)
     return _memory_changed(request, memory_expire(memory, actor=_actor(request)))
 
 
@@ -561,7 +581,7 @@ def memory_expire_view(request: HttpRequest, memory_id: int) -> HttpResponse:
 @needs(CHANGE_MEMORIES)
 @require_POST
 def memory_restore(request: HttpRequest, memory_id: int) -> HttpResponse:
-    memory = object_or_404(LongTermMemory, memory_id, "memory")
+    memory = object_or_404(LongTermMemory, memory_id, MEMORY)
     return _memory_changed(request, memory_restore_flow(memory, actor=_actor(request)))
 
 
@@ -570,7 +590,7 @@ def memory_restore(request: HttpRequest, memory_id: int) -> HttpResponse:
 @require_POST
 def memory_unarchive_view(request: HttpRequest, memory_id: int) -> HttpResponse:
     """Bring an archived memory back into retrieval (it gets a new vector)."""
-    memory = object_or_404(LongTermMemory, memory_id, "memory")
+    memory = object_or_404(LongTermMemory, memory_id, MEMORY)
     return _memory_changed(request, memory_unarchive(memory, actor=_actor(request)))
 
 
@@ -579,7 +599,7 @@ def memory_unarchive_view(request: HttpRequest, memory_id: int) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def memory_delete_view(request: HttpRequest, memory_id: int) -> HttpResponse:
     """GET asks for confirmation (htmx confirms in the browser and posts directly)."""
-    memory = object_or_404(LongTermMemory, memory_id, "memory")
+    memory = object_or_404(LongTermMemory, memory_id, MEMORY)
     if request.method == "GET":
         return render(request, "memory/memory_delete.html", {"memory": memory})
     memory_delete(memory, actor=_actor(request))
@@ -588,7 +608,7 @@ def memory_delete_view(request: HttpRequest, memory_id: int) -> HttpResponse:
             return HttpResponseClientRedirect(request.htmx.current_url_abs_path)  # now "deleted"
         # The card's outerHTML swap removes it; the list reloads itself for its count.
         return HttpResponse("", headers={"HX-Trigger": MEMORIES_CHANGED})
-    messages.success(request, f"Memory #{memory_id} deleted; its history is kept.")
+    messages.success(request, _("Memory #%(id)d deleted; its history is kept.") % {"id": memory_id})
     return redirect("memories")
 
 
@@ -597,18 +617,22 @@ def memory_delete_view(request: HttpRequest, memory_id: int) -> HttpResponse:
 @require_POST
 def memory_revert_view(request: HttpRequest, memory_id: int) -> HttpResponse:
     """Back to an earlier version (a plain form: the memory's page shows the result)."""
-    memory = object_or_404(LongTermMemory, memory_id, "memory")
+    memory = object_or_404(LongTermMemory, memory_id, MEMORY)
     try:
         version = int(request.POST.get("version", ""))
         before = memory.updated_at
         memory_revert(memory, version=version, actor=_actor(request))
     except (ValueError, InvalidInput) as exc:
-        reason = str(exc) if isinstance(exc, InvalidInput) else "version must be a number"
-        return HttpResponseBadRequest(f"Cannot revert memory #{memory_id}: {reason}.")
+        reason = str(exc) if isinstance(exc, InvalidInput) else _("version must be a number")
+        return HttpResponseBadRequest(
+            _("Cannot revert memory #%(id)d: %(reason)s.") % {"id": memory_id, "reason": reason}
+        )
     if memory.updated_at == before:
-        messages.info(request, f"Memory #{memory_id} already reads as version {version}.")
+        note = _("Memory #%(id)d already reads as version %(version)d.")
+        messages.info(request, note % {"id": memory_id, "version": version})
     else:
-        messages.success(request, f"Memory #{memory_id} reverted to version {version}.")
+        note = _("Memory #%(id)d reverted to version %(version)d.")
+        messages.success(request, note % {"id": memory_id, "version": version})
     return redirect("memory", memory_id)
 
 
@@ -628,7 +652,7 @@ def memories_bulk(request: HttpRequest) -> HttpResponse:
     # The single action's permissions, before anything else is looked at.
     action = request.POST.get("action", "")
     if not request.user.has_perms(DELETE_MEMORIES if action == "delete" else CHANGE_MEMORIES):
-        raise PermissionDenied(f"You may not {action or 'change'} memories.")
+        raise PermissionDenied(_("You may not change these memories."))
     form = BulkMemoryForm(request.POST)
     if not form.is_valid():
         context = {"form": form, "back": _next(request, request.POST.get("next", ""))}
@@ -645,9 +669,15 @@ def memories_bulk(request: HttpRequest) -> HttpResponse:
         }
         return render(request, "memory/memories_bulk.html", context)
     changed = memories_apply(memories=selected, action=action, actor=_actor(request))
-    done = {"expire": "expired", "restore": "restored", "delete": "deleted"}[action]
+    done = {
+        "expire": ngettext("%(n)d memory expired", "%(n)d memories expired", changed),
+        "restore": ngettext("%(n)d memory restored", "%(n)d memories restored", changed),
+        "delete": ngettext("%(n)d memory deleted", "%(n)d memories deleted", changed),
+    }[action] % {"n": changed}
     count = len(selected)
-    note = f" ({count - changed} needed nothing)" if changed < count else ""
-    kept = "; their history is kept" if action == "delete" else ""
-    messages.success(request, f"{changed} memor{pluralize(changed, 'y,ies')} {done}{note}{kept}.")
+    note = _(" (%(n)d needed nothing)") % {"n": count - changed} if changed < count else ""
+    kept = _("; their history is kept") if action == "delete" else ""
+    messages.success(
+        request, _("%(done)s%(note)s%(kept)s.") % {"done": done, "note": note, "kept": kept}
+    )
     return redirect(back)

@@ -1,4 +1,5 @@
-"""Refuse a URL path that is not valid UTF-8 before any view sees it.
+"""Refuse a URL path that is not valid UTF-8 before any view sees it; choose the language of
+a page (the API's is always English).
 
 Django turns the undecodable bytes of a path back into "%XX" text (`a%FFb` arrives as the
 five characters `a%FFb`), and overwrites the WSGI environ's PATH_INFO with that text, so a
@@ -12,8 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.middleware.locale import LocaleMiddleware
 from django.urls import Resolver404, resolve
+from django.utils import translation
 
 RAW_PATH_KEY = "orca.raw_path"
 API_PREFIX = "/api/"
@@ -68,3 +72,21 @@ class Utf8PathMiddleware:
         names = _invalid_parameters(raw) or [None]
         detail = [{"loc": ["path", name] if name else ["path"], "msg": message} for name in names]
         return JsonResponse({"detail": detail}, status=422)
+
+
+class DashboardLocaleMiddleware(LocaleMiddleware):
+    """Django's LocaleMiddleware (the language switch's cookie, else Accept-Language, else
+    English) for the dashboard and the admin. The API answers in English whatever a client's
+    Accept-Language says: agents parse its messages."""
+
+    def process_request(self, request: HttpRequest) -> None:
+        if request.path.startswith(API_PREFIX):
+            translation.activate(settings.LANGUAGE_CODE)
+            request.LANGUAGE_CODE = settings.LANGUAGE_CODE
+            return
+        super().process_request(request)
+
+    def process_response(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        if request.path.startswith(API_PREFIX):
+            return response
+        return super().process_response(request, response)

@@ -20,7 +20,11 @@ from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.templatetags.static import static
 from django.utils.cache import patch_vary_headers
+from django.utils.functional import Promise
+from django.utils.translation import gettext as _
 from django.views.decorators.csrf import requires_csrf_token
+
+StrOrPromise = str | Promise  # a name, or one gettext_lazy translates when shown
 
 # The navigation's link for each section of the site, by the first segment of a page's URL
 # pattern (as urls.py spells it, never the visitor's path): a sub-agent run belongs to its
@@ -55,12 +59,13 @@ def needs(permissions: tuple[str, ...]) -> Callable[..., Any]:
     return permission_required(permissions, raise_exception=True)
 
 
-def object_or_404[M: Model](model: type[M], pk: int, name: str) -> M:
+def object_or_404[M: Model](model: type[M], pk: int, name: StrOrPromise) -> M:
     """The row, or a 404 whose page (and the error htmx shows) says which `name` is gone."""
     try:
         return model._default_manager.get(pk=pk)
     except model.DoesNotExist:
-        raise Http404(f"No {name} #{pk}: it was deleted, or never existed.") from None
+        reason = _("No %(name)s #%(pk)d: it was deleted, or never existed.")
+        raise Http404(reason % {"name": name, "pk": pk}) from None
 
 
 def navigation(request: HttpRequest) -> dict[str, str]:

@@ -69,6 +69,9 @@ MIDDLEWARE = [
     "orca_memory.middleware.Utf8PathMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # The dashboard's language: the switch's cookie, else the browser's Accept-Language, else
+    # English (URLs carry no language prefix). The API's JSON messages stay English.
+    "orca_memory.middleware.DashboardLocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -109,6 +112,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "django.template.context_processors.i18n",
                 "orca_memory.pages.navigation",
             ],
         },
@@ -157,7 +161,11 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
 
-LANGUAGE_CODE = "en-us"
+LANGUAGE_CODE = "en"
+# The dashboard's languages (README, Dashboard): English, and Simplified Chinese from
+# locale/zh_Hans/LC_MESSAGES/django.po, compiled to .mo by `make install`.
+LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True

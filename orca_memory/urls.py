@@ -4,13 +4,14 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.http import HttpRequest, HttpResponse
 from django.urls import include, path, re_path
+from django.utils.translation import gettext_lazy
 from django.views.decorators.csrf import csrf_exempt
 
 from orca_memory import pages
 from orca_memory.api import api, not_found
 
-admin.site.site_header = admin.site.site_title = "orca-memory admin"
-admin.site.index_title = "Messages, memories and accounts"
+admin.site.site_header = admin.site.site_title = gettext_lazy("orca-memory admin")
+admin.site.index_title = gettext_lazy("Messages, memories and accounts")
 
 # Error pages in the site's layout, with its navigation (templates/400.html, 404.html, 500.html;
 # 403.html is Django's own handler's, 403_csrf.html settings.CSRF_FAILURE_VIEW's).
@@ -37,6 +38,8 @@ urlpatterns = [
     re_path(r"^api/v1/", not_found),  # any other path under the API, newlines included
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(next_page="login"), name="logout"),
+    # The language switch (Django's set_language: a POST that sets the language cookie).
+    path("i18n/", include("django.conf.urls.i18n")),
     path("", include("memory.urls")),
     path("", include("subagents.urls")),
 ]

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
+from django.utils.translation import gettext_lazy
 
 from memory.models import MainMessage
 from memory.views import VIEW_SESSIONS
@@ -15,7 +16,7 @@ from subagents.runs import run_metadata, run_results, subagent_transcript
 
 # A result whose stored run has no usable name (written before the API refused client-set
 # run metadata, or imported): shown under this, never a server error.
-UNNAMED_RUN = "(no sub-agent name recorded)"
+UNNAMED_RUN = gettext_lazy("(no sub-agent name recorded)")
 
 
 @dataclass
@@ -38,7 +39,7 @@ class Run:
 
 def _name_of(result: MainMessage) -> str:
     name = run_metadata(result).get("agent_name")
-    return name if isinstance(name, str) and name else UNNAMED_RUN
+    return name if isinstance(name, str) and name else str(UNNAMED_RUN)
 
 
 def runs_of(parent: MainMessage, agent_name: str | None = None) -> list[Run]:
@@ -59,6 +60,6 @@ def runs_of(parent: MainMessage, agent_name: str | None = None) -> list[Run]:
 @needs((*VIEW_SESSIONS, "subagents.view_subagentmessage"))
 def subagent_run(request: HttpRequest, parent_id: int) -> HttpResponse:
     """Every run for one main message (`?agent=` narrows to one); htmx gets the transcript."""
-    parent = object_or_404(MainMessage, parent_id, "message")
+    parent = object_or_404(MainMessage, parent_id, gettext_lazy("message"))
     context = {"parent": parent, "runs": runs_of(parent, request.GET.get("agent") or None)}
     return render_page(request, "subagents/run.html", context, partial="transcript")
