@@ -9,11 +9,11 @@ metadata, and answers KNN from it exactly (the same cosine similarity, the same 
 Kept current through the change log `vector_changes`, written by `index_sqlite` in the same
 transaction as every vector put or delete: before answering, a matrix reads the log entries
 after the last one it applied (one indexed query; nothing new is the common case) and re-reads
-those rows from vec0. So a vector is found as soon as its write commits, by every process (web
-workers and the task worker alike). A reset marker (`row_id` NULL, `agent_id` '') stands for
-"every row of the table changed" (the vector tables were dropped); the log keeps its newest
-`RETAIN_CHANGES` entries, and a matrix that fell behind those, or a log that went backwards (a
-different database file), is rebuilt from vec0.
+those rows from vec0's storage. So a vector is found as soon as its write commits, by every
+process (web workers and the task worker alike). A reset marker (`row_id` NULL, `agent_id`
+'') stands for "every row of the table changed" (the vector tables were dropped); the log keeps
+its newest `RETAIN_CHANGES` entries, and a matrix that fell behind those, or a log that
+went backwards (a different database file), is rebuilt from vec0's storage.
 
 Only committed data is cached: inside a transaction, `index_sqlite.knn` asks vec0 (it sees the
 transaction's own writes, and nothing of a rolled-back one can stay here). Memory is bounded
@@ -244,7 +244,8 @@ def knn(
     using: str,
 ) -> list[Hit] | None:
     """The k nearest of the agent's vectors from its matrix, or None where vec0 must answer
-    (the agent's matrix is over the memory bound)."""
+    (the agent's matrix is over the memory bound, or the table's storage is of a layout not
+    read here)."""
     database = str(connections[using].settings_dict["NAME"])
     key = (database, table.name, agent_id)
     with _CACHE.lock:
