@@ -41,7 +41,36 @@ class ContextForm(forms.Form):
     model_window = forms.IntegerField(min_value=256, max_value=10_000_000)
 
 
-class MemoryFilterForm(forms.Form):
+class _ListFilterForm(forms.Form):
+    """A list's filters with an agent to choose and a `?sort=` among the subclass's `SORTS`
+    (value -> (label, order)); an unknown sort is refused (`bad_sort`), other invalid values
+    are ignored."""
+
+    SORTS: dict[str, tuple[Any, tuple[Any, ...]]]
+    DEFAULT_SORT: str
+
+    agent = forms.ChoiceField(required=False)
+    sort = forms.ChoiceField(
+        required=False, error_messages={"invalid_choice": _("Unknown sort “%(value)s”.")}
+    )
+
+    def __init__(self, data: dict[str, Any], *, agents: list[str]) -> None:
+        super().__init__(data)
+        self.fields["agent"].choices = [("", _("all agents")), *((a, a) for a in agents)]
+        self.fields["sort"].choices = [(value, label) for value, (label, _) in self.SORTS.items()]
+        self.is_valid()  # cleaned_data: the valid values only
+
+    @property
+    def bad_sort(self) -> bool:
+        """An unknown `?sort=`: the page answers 400 rather than an order nobody asked for."""
+        return "sort" in self.errors
+
+    def order(self) -> tuple[Any, ...]:
+        _, order = self.SORTS[self.cleaned_data.get("sort") or self.DEFAULT_SORT]
+        return order
+
+
+class MemoryFilterForm(_ListFilterForm):
     STATES = {
         "": _("any state"),
         "active": _("active"),
@@ -71,30 +100,14 @@ class MemoryFilterForm(forms.Form):
     q = forms.CharField(
         required=False, widget=forms.TextInput(attrs={"type": "search", "placeholder": _("text")})
     )
-    agent = forms.ChoiceField(required=False)
     memory_type = forms.ChoiceField(
         required=False, choices=[("", _("any type")), *MemoryType.choices]
     )
     state = forms.ChoiceField(required=False, choices=STATES.items())
-    sort = forms.ChoiceField(
-        required=False,
-        choices=[(value, label) for value, (label, _) in SORTS.items()],
-        error_messages={"invalid_choice": _("Unknown sort “%(value)s”.")},
-    )
-
-    def __init__(self, data: dict[str, Any], *, agents: list[str]) -> None:
-        super().__init__(data)
-        self.fields["agent"].choices = [("", _("all agents")), *((a, a) for a in agents)]
-
-    @property
-    def bad_sort(self) -> bool:
-        """An unknown `?sort=`: the page answers 400 rather than an order nobody asked for."""
-        return not self.is_valid() and "sort" in self.errors
 
     def memories(self, now: datetime) -> QuerySet[LongTermMemory]:
         """The memories the valid filters select in the chosen order, newest first by default
         (invalid filters are ignored)."""
-        self.is_valid()
         choice = self.cleaned_data
         memories = LongTermMemory.objects.with_origin()
         if choice.get("agent"):
@@ -110,11 +123,10 @@ class MemoryFilterForm(forms.Form):
             memories = memories.active().expired(now)
         elif state == "archived":
             memories = memories.filter(archived_at__isnull=False)
-        _, order = self.SORTS[choice.get("sort") or self.DEFAULT_SORT]
-        return memories.order_by(*order)
+        return memories.order_by(*self.order())
 
 
-class SessionFilterForm(forms.Form):
+class SessionFilterForm(_ListFilterForm):
     """The session list's `?q=` (session id or message text), `agent`, `since` and `until`
     (sessions with messages in those days, both included, in the server's time zone) and
     `sort`; an unknown sort is refused (`bad_sort`), other invalid values are ignored."""
@@ -139,23 +151,8 @@ class SessionFilterForm(forms.Form):
             attrs={"type": "search", "placeholder": _("session id or message text")}
         ),
     )
-    agent = forms.ChoiceField(required=False)
     since = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
     until = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
-    sort = forms.ChoiceField(
-        required=False,
-        choices=[(value, label) for value, (label, _) in SORTS.items()],
-        error_messages={"invalid_choice": _("Unknown sort “%(value)s”.")},
-    )
-
-    def __init__(self, data: dict[str, Any], *, agents: list[str]) -> None:
-        super().__init__(data)
-        self.fields["agent"].choices = [("", _("all agents")), *((a, a) for a in agents)]
-        self.is_valid()  # cleaned_data: the valid values only
-
-    @property
-    def bad_sort(self) -> bool:
-        return "sort" in self.errors
 
     @property
     def narrowed(self) -> bool:
@@ -178,8 +175,7 @@ class SessionFilterForm(forms.Form):
             sessions = sessions.filter(last_timestamp__gte=_start_of(choice["since"]))
         if choice.get("until"):
             sessions = sessions.filter(first_timestamp__lte=_end_of(choice["until"]))
-        _, order = self.SORTS[choice.get("sort") or self.DEFAULT_SORT]
-        return sessions.order_by(*order, "agent_id", "session_id")
+        return sessions.order_by(*self.order(), "agent_id", "session_id")
 
 
 class TimelineForm(forms.Form):
