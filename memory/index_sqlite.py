@@ -13,9 +13,10 @@ MATCH itself rather than a join.
 
 from __future__ import annotations
 
+import time
 from array import array
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -29,6 +30,7 @@ from memory.index_schema import (
     Filter,
     Hit,
     LexicalTable,
+    Term,
     VectorIndexStatus,
     VectorRow,
     VectorTable,
@@ -321,11 +323,96 @@ def _phrase(term: str) -> str:
 _COLUMNS = {"day": "body", "word": "{body ctx}", "bigram": "{cjk ctx}"}
 
 
-def match_expression(query: str, *, now: datetime | None = None) -> str | None:
-    """An FTS5 expression OR-ing the query's terms (index_schema.query_terms); None if it has
+def _term_expression(term: Term) -> str:
+    return f"{_COLUMNS[term.kind]}:{_phrase(term.text)}"
+
+
+def match_expression(terms: Sequence[Term]) -> str | None:
+    """An FTS5 expression OR-ing a query's terms (index_schema.query_terms); None if it has
     none. Every term is a quoted string, so no user text is read as FTS5 syntax."""
-    terms = [f"{_COLUMNS[term.kind]}:{_phrase(term.text)}" for term in query_terms(query, now=now)]
-    return " OR ".join(terms) if terms else None
+    return " OR ".join(_term_expression(term) for term in terms) if terms else None
+
+
+# --- terms that weigh nothing ----------------------------------------------------------------
+
+# FTS5's bm25 gives a term in half of the table's rows or more an idf of 1e-6 (its
+# log((N - n + 0.5) / (n + 0.5)) is 0 or less, and clamped): the term changes no ranking, yet
+# every row holding it is read and scored. In the context benchmark's store (100k messages),
+# the query words of that kind made the recall query take 20.8 ms at p50, 4.1 without them,
+# with the same top 50 (docs/BENCHMARKS.md). Only from PRUNE_FROM_ROWS rows: the rows that
+# hold nothing but such a term rank last, but in a small table (a new agent's few messages)
+# they are much of what a query finds, and scoring them costs little.
+# The counts are taken per process, with FTS5's own MATCH, and kept while the table has grown
+# by less than RECOUNT_GROWTH of its rows (a term's share moves by at most as much) and for at
+# most RECOUNT_SECONDS (deleted rows do not show in the growth).
+PRUNE_FROM_ROWS = 10_000
+RECOUNT_GROWTH = 0.02
+RECOUNT_SECONDS = 600.0
+MAX_COUNTED_TERMS = 50_000
+
+
+@dataclass
+class _TermCounts:
+    rows: int  # the table's rows when counted
+    top_rowid: int  # its largest rowid then: the growth since is read from it
+    counted_at: float  # time.monotonic()
+    docs: dict[Term, int] = field(default_factory=dict)  # rows holding each term
+
+    def current(self, top_rowid: int) -> bool:
+        grown = top_rowid - self.top_rowid
+        return (
+            0 <= grown < max(1.0, self.rows * RECOUNT_GROWTH)
+            and time.monotonic() - self.counted_at < RECOUNT_SECONDS
+            and len(self.docs) < MAX_COUNTED_TERMS
+        )
+
+
+_TERM_COUNTS: dict[tuple[str, str], _TermCounts] = {}
+
+
+def forget_term_counts() -> None:
+    """Forget every count (tests that empty a table and fill it again with other words)."""
+    _TERM_COUNTS.clear()
+
+
+def weighing_terms(table: LexicalTable, terms: list[Term], *, using: str) -> list[Term]:
+    """The terms bm25 gives a weight: those in fewer than half of the table's rows, once it
+    has PRUNE_FROM_ROWS. All of them when none is: a query of frequent words still finds the
+    rows that hold them."""
+    counts = _term_counts(table, using) if terms else None
+    if counts is None or counts.rows < PRUNE_FROM_ROWS:
+        return terms
+    with connections[using].cursor() as cursor:
+        for term in terms:
+            if term not in counts.docs:
+                cursor.execute(
+                    f"SELECT count(*) FROM {_q(table.name)} WHERE {_q(table.name)} MATCH %s",
+                    [_term_expression(term)],
+                )
+                (counts.docs[term],) = cursor.fetchone()
+    return [term for term in terms if 2 * counts.docs[term] < counts.rows] or terms
+
+
+def _term_counts(table: LexicalTable, using: str) -> _TermCounts | None:
+    """The process's counts for the table, taken anew when stale (inside a transaction always
+    anew and not kept, since what it writes may be rolled back); None for a table whose ids
+    stay under PRUNE_FROM_ROWS, which has fewer rows than that."""
+    key = (str(connections[using].settings_dict["NAME"]), table.name)
+    with connections[using].cursor() as cursor:
+        cursor.execute(f"SELECT coalesce(max(rowid), 0) FROM {_q(table.name)}")
+        (top_rowid,) = cursor.fetchone()
+        if top_rowid < PRUNE_FROM_ROWS:
+            return None
+        counts = _TERM_COUNTS.get(key)
+        if counts is not None and counts.current(top_rowid):
+            return counts
+        # The source holds one row per FTS5 row, and counts far faster than FTS5 itself.
+        cursor.execute(f"SELECT count(*) FROM {_q(table.source)}")
+        (rows,) = cursor.fetchone()
+    counts = _TermCounts(rows, top_rowid, time.monotonic())
+    if not connections[using].in_atomic_block:
+        _TERM_COUNTS[key] = counts
+    return counts
 
 
 def lexical_search(
@@ -345,7 +432,8 @@ def lexical_search(
     `filters` apply to the source table's `filterable` columns, through a join; `exclude`
     names rows that must not take any of the k places.
     """
-    expression = match_expression(query, now=now)
+    terms = weighing_terms(table, query_terms(query, now=now), using=using)
+    expression = match_expression(terms)
     if expression is None:
         return []
     scope = {"agent_id": agent_id, "session_id": session_id}

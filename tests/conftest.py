@@ -28,8 +28,9 @@ def _fresh_index_tables_after_transactional_tests(request):
     if marker and marker.kwargs.get("transaction"):
         from django.conf import settings
 
-        from memory import index
+        from memory import index, index_sqlite
 
+        index_sqlite.forget_term_counts()  # kept only outside transactions: by such tests
         index.drop_vector_tables()
         index.create_vector_tables(dimension=settings.ORCA.embedding_dim)
         if connection.vendor == "postgresql":

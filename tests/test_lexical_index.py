@@ -8,9 +8,11 @@ from datetime import UTC, datetime
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from memory import index, index_sqlite
 from memory.index import MEMORY_TEXT, MESSAGE_TEXT, SUMMARY_TEXT
+from memory.index_schema import query_terms
 from memory.models import LongTermMemory, MainMessage, ShortTermMemory
 from memory.text import cjk_terms
 
@@ -194,19 +196,19 @@ def test_it_treats_fts5_syntax_in_queries_as_text(query):
         assert (stored.pk in found) == bool(words & {"and", "body", "near", "x", "secret"})
 
 
+def expression(query: str, now: datetime | None = None) -> str | None:
+    return index_sqlite.match_expression(query_terms(query, now=now))
+
+
 def test_a_query_without_days_has_the_same_expression_with_or_without_now():
     now = datetime(2023, 5, 11, 9, 0, tzinfo=UTC)
     for query in ("green tea", "what is the budget", "用户的偏好是什么", "the 2 of us"):
-        assert index_sqlite.match_expression(query, now=now) == index_sqlite.match_expression(query)
-    assert (
-        index_sqlite.match_expression("green tea", now=now)
-        == '{body ctx}:"green" OR {body ctx}:"tea"'
-    )
+        assert expression(query, now=now) == expression(query)
+    assert expression("green tea", now=now) == '{body ctx}:"green" OR {body ctx}:"tea"'
 
 
 def test_a_day_in_a_query_is_a_phrase_on_the_label_in_place_of_its_words():
     now = datetime(2023, 5, 11, 9, 0, tzinfo=UTC)
-    expression = index_sqlite.match_expression
     assert expression("5月2号那天", now=now) == 'body:"2 May" OR {cjk ctx}:"那天"'
     assert expression("tea on May 2nd, 2023", now=now) == ('body:"2 May 2023" OR {body ctx}:"tea"')
     assert expression("what did I do yesterday?", now=now) == 'body:"10 May 2023"'
@@ -260,3 +262,75 @@ def test_cjk_terms_are_unigrams_and_overlapping_bigrams():
     assert cjk_terms("茶", unigrams=False) == "茶"
     assert cjk_terms("ひらがな한국어") == "ひ ら が な 한 국 어 ひら らが がな な한 한국 국어"
     assert cjk_terms(None) == ""
+
+
+# --- terms that weigh nothing (SQLite: FTS5's bm25 gives them an idf of 1e-6) -------------
+
+
+@pytest.fixture
+def prune_any_table(monkeypatch):
+    """Words in half the rows are left out from 10,000 rows on; here from the first."""
+    monkeypatch.setattr(index_sqlite, "PRUNE_FROM_ROWS", 1)
+
+
+def weighing(query: str) -> list[str]:
+    terms = index_sqlite.weighing_terms(MESSAGE_TEXT, query_terms(query), using="default")
+    return [term.text for term in terms]
+
+
+@pytest.mark.sqlite_only
+def test_a_word_in_half_the_rows_leaves_the_match_and_the_ranking_as_it_was(prune_any_table, sql):
+    weather = [message(f"The weather today, note {n}.") for n in range(6)]
+    pottery = message("The weather was fine for pottery.")
+    kiln = message("A kiln for pottery, the pottery kiln.")
+    message("Nothing else.")
+    # "weather" is in 7 of 9 rows: what bm25 makes of it, on the whole expression.
+    whole = sql(
+        "SELECT rowid FROM fts_main_messages WHERE fts_main_messages MATCH %s "
+        "ORDER BY bm25(fts_main_messages, 1.0, 1.0, 0.5, 0.0, 0.0)",
+        [expression("weather pottery kiln")],
+    )
+    assert [row for (row,) in whole][:2] == [kiln.pk, pottery.pk]
+
+    assert weighing("weather pottery kiln") == ["pottery", "kiln"]
+    assert found("weather pottery kiln") == [kiln.pk, pottery.pk]  # only-weather rows out
+    # A query of frequent words alone keeps them.
+    assert weighing("weather") == ["weather"]
+    assert sorted(found("weather")) == sorted([*(m.pk for m in weather), pottery.pk])
+
+
+@pytest.mark.sqlite_only
+def test_a_small_table_keeps_every_word():
+    for n in range(3):
+        message(f"tea {n}")
+    message("cake")
+    assert weighing("tea cake") == ["tea", "cake"]
+    assert len(found("tea cake")) == 4
+
+
+@pytest.mark.sqlite_only
+def test_inside_a_transaction_the_words_are_counted_each_time(prune_any_table):
+    for n in range(3):
+        message(f"tea {n}")
+    message("cake")
+    for _ in range(2):
+        with CaptureQueriesContext(connection) as queries:
+            assert weighing("tea cake") == ["cake"]
+        assert len(queries) == 4  # the table's size, its rows, and each word
+
+
+@pytest.mark.sqlite_only
+@pytest.mark.django_db(transaction=True)
+def test_counts_are_kept_until_the_table_grows(prune_any_table):
+    for n in range(6):
+        message(f"tea {n}")
+    for n in range(4):
+        message(f"cake {n}")
+    assert weighing("tea cake") == ["cake"]  # tea in 6 of 10 rows
+    with CaptureQueriesContext(connection) as queries:
+        assert weighing("tea cake") == ["cake"]
+    assert len(queries) == 1  # the growth check alone: the counts were kept
+
+    for n in range(4):
+        message(f"bread {n}")
+    assert weighing("tea cake") == ["tea", "cake"]  # tea in 6 of 14: counted again

@@ -353,7 +353,8 @@ def test_search_finds_messages_of_every_agent_with_marked_snippets_and_links(
     message_add(agent_id="agent-b", session_id="s8", role="user", content="nothing here")
     zh = message_add(agent_id="agent-c", session_id="z", role="user", content="我的偏好是绿茶")
 
-    with django_assert_max_num_queries(14):
+    # Each agent is searched alone (3 here); the queries do not grow with the hits.
+    with django_assert_max_num_queries(17):
         response = admin_client.get(reverse("search"), {"q": "kayak"})
     body = response.content.decode()
     assert response.status_code == 200
