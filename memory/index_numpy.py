@@ -271,6 +271,7 @@ def _current(
     what the log still holds); None if it would not fit the memory bound."""
     first, last = _log_bounds(using)
     matrix = _CACHE.matrices.pop(key, None)
+    grown = False  # only then may the cache be over its bound
     if matrix is not None and (matrix.seen > last or matrix.seen < first - 1):
         matrix = None  # the log went backwards (another database file), or was pruned past it
     if matrix is not None and last > matrix.seen:
@@ -282,15 +283,18 @@ def _current(
             matrix.put(rows)
             matrix.remove(set(changed) - set(rows.ids.tolist()))
             matrix.seen = last
+            grown = True
     if matrix is not None and len(matrix.position) * 2 < matrix.size:
         matrix = None  # mostly deleted rows: a rebuild packs it
     if matrix is None:
         matrix = _build(table, agent_id, last, using)
+        grown = True
     if matrix is None:
         _CACHE.oversized.add(key)
         return None
     _CACHE.matrices[key] = matrix  # now the most recently used
-    _evict()
+    if grown:
+        _evict()
     return matrix
 
 

@@ -18,6 +18,7 @@ import json
 import re
 from collections import Counter
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 # Han (with extension A, compatibility ideographs and the supplementary planes), kana and Hangul.
@@ -96,10 +97,16 @@ def _dice(a: str, b: str) -> float:
         return 1.0
     if len(a) < 2 or len(b) < 2:
         return 0.0
-    grams_a = Counter(a[i : i + 2] for i in range(len(a) - 1))
-    grams_b = Counter(b[i : i + 2] for i in range(len(b) - 1))
-    shared = sum((grams_a & grams_b).values())
+    shared = sum((_bigrams(a) & _bigrams(b)).values())
     return 2 * shared / (len(a) - 1 + len(b) - 1)
+
+
+@lru_cache(maxsize=4096)
+def _bigrams(folded_text: str) -> Counter[str]:
+    """A folded text's bigrams, kept for the next comparison: the context compares its
+    long-term memories with every recalled message, and the same messages come back call after
+    call. Callers must not change the Counter."""
+    return Counter(folded_text[i : i + 2] for i in range(len(folded_text) - 1))
 
 
 def text_similarity(a: str, b: str) -> float:
