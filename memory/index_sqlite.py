@@ -403,14 +403,15 @@ def _term_counts(table: LexicalTable, using: str) -> _TermCounts | None:
         (top_rowid,) = cursor.fetchone()
         if top_rowid < PRUNE_FROM_ROWS:
             return None
-        counts = _TERM_COUNTS.get(key)
+        kept = not connections[using].in_atomic_block
+        counts = _TERM_COUNTS.get(key) if kept else None
         if counts is not None and counts.current(top_rowid):
             return counts
         # The source holds one row per FTS5 row, and counts far faster than FTS5 itself.
         cursor.execute(f"SELECT count(*) FROM {_q(table.source)}")
         (rows,) = cursor.fetchone()
     counts = _TermCounts(rows, top_rowid, time.monotonic())
-    if not connections[using].in_atomic_block:
+    if kept:
         _TERM_COUNTS[key] = counts
     return counts
 

@@ -7,7 +7,7 @@ import re
 from datetime import UTC, datetime
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from memory import index, index_sqlite
@@ -330,6 +330,9 @@ def test_counts_are_kept_until_the_table_grows(prune_any_table):
     with CaptureQueriesContext(connection) as queries:
         assert weighing("tea cake") == ["cake"]
     assert len(queries) == 1  # the growth check alone: the counts were kept
+    with transaction.atomic(), CaptureQueriesContext(connection) as queries:
+        assert weighing("tea cake") == ["cake"]
+    assert len(queries) == 4  # in a transaction, what was kept is not used: counted anew
 
     for n in range(4):
         message(f"bread {n}")
