@@ -6,6 +6,8 @@ The full run (8 agents x 500 messages) is `make loadtest`; this one keeps its gu
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.helpers import manage
@@ -29,6 +31,11 @@ def test_concurrent_agents_over_http_store_every_message_exactly_once(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "stored per agent: load-0=40 load-1=40 load-2=40 load-3=40" in result.stdout
     assert "5xx or errors: 0; 'database is locked' in logs: 0" in result.stdout
+    # The worker's embedding during the load, counted in the database after the stop.
+    embedded = re.search(
+        r"messages embedded by the stop: (\d+) \(\d+/s of the load\)", result.stdout
+    )
+    assert embedded is not None and 0 <= int(embedded.group(1)) <= 160, result.stdout
 
 
 def test_batches_and_single_posts_interleaved_from_several_clients_lose_nothing(tmp_path):

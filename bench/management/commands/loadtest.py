@@ -82,6 +82,7 @@ class Run:
     cpu: tuple[float, float]  # CPU seconds during the load: server, task worker(s)
     hung: list[str]
     stored: dict[str, int]  # per agent; negative when some text was stored twice
+    embedded: int  # messages with their vector once the servers had stopped
     locked: int  # "database is locked" in the servers' logs
 
     def problems(self, clients: int, per_client: int) -> list[str]:
@@ -190,7 +191,7 @@ class Command(BaseCommand):
                         except subprocess.TimeoutExpired:
                             process.kill()  # reported: a graceful stop should not hang
                             hung.append(" ".join(process.args[-2:]))
-            counts = self._manage(env, "shell", "-c", _COUNT_SCRIPT).strip().splitlines()[-1]
+            *_, counts, embedded = self._manage(env, "shell", "-c", _COUNT_SCRIPT).splitlines()
             return Run(
                 seconds=seconds,
                 latencies=latencies,
@@ -201,6 +202,7 @@ class Command(BaseCommand):
                 cpu=(cpu[0], sum(cpu[1:])),
                 hung=hung,
                 stored={a: int(n) for a, n in (item.split("=") for item in counts.split())},
+                embedded=int(embedded),
                 locked=log.read_text().count("database is locked"),
             )
 
@@ -331,7 +333,8 @@ class Command(BaseCommand):
         self.stdout.write(
             f"  CPU per message: server {run.cpu[0] / run.messages * 1000:.2f} ms, task worker "
             f"{run.cpu[1] / run.messages * 1000:.2f} ms (load average "
-            f"{' '.join(Path('/proc/loadavg').read_text().split()[:3])})"
+            f"{' '.join(Path('/proc/loadavg').read_text().split()[:3])}); messages embedded "
+            f"by the stop: {run.embedded:,} ({run.embedded / run.seconds:.0f}/s of the load)"
         )
         self.stdout.write(
             f"  RSS after the load: server {run.rss[0]:,.0f} MiB, worker {run.rss[1]:,.0f} MiB; "
@@ -355,7 +358,8 @@ class Command(BaseCommand):
         )
         self.stdout.write(
             f"  CPU ms per message: server {figure(lambda r: r.cpu[0] / r.messages * 1000, 2)}; "
-            f"task worker {figure(lambda r: r.cpu[1] / r.messages * 1000, 2)}"
+            f"task worker {figure(lambda r: r.cpu[1] / r.messages * 1000, 2)}; messages "
+            f"embedded per second of the load {figure(lambda r: r.embedded / r.seconds, 0)}"
         )
         self.stdout.write(
             f"  RSS server {figure(lambda r: r.rss[0], 0)} MiB; "
@@ -377,11 +381,14 @@ def _database() -> Iterator[str | None]:
         drop_database(name)
 
 
-# Counts each agent's distinct message texts: a duplicate or a loss changes the count.
+# Counts each agent's distinct message texts (a duplicate or a loss changes the count), then
+# the messages that have their vector: the task worker's embedding during the load (and the
+# moment before its stop), as a rate beside the ingest's.
 _COUNT_SCRIPT = (
     "from django.db.models import Count; from memory.models import MainMessage as M; "
     "rows = M.objects.values('agent_id')"
     ".annotate(n=Count('content', distinct=True), t=Count('id')); "
     "print(' '.join(f\"{r['agent_id']}={r['n'] if r['n'] == r['t'] else -r['t']}\" "
-    "for r in rows.order_by('agent_id')))"
+    "for r in rows.order_by('agent_id'))); "
+    "print(M.objects.filter(has_embedding=True).count())"
 )
