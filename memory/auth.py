@@ -75,16 +75,22 @@ def _agent_from_mirror(key: str) -> str | None:
 def agent_for_key(key: str) -> str | None:
     """The agent a valid, unrevoked key belongs to, else None."""
     try:
-        row = ApiKey.objects.active().filter(key_hash=_hash(key)).first()
+        # Three values, not a model: this runs on every request (key_hash is unique).
+        found = list(
+            ApiKey.objects.active()
+            .filter(key_hash=_hash(key))
+            .values_list("pk", "agent_id", "last_used_at")
+        )
     except OperationalError:
         logger.error("The database is unavailable: checking the API key against %s", mirror_path())
         return _agent_from_mirror(key)
-    if row is None:
+    if not found:
         return None
+    ((pk, agent_id, last_used_at),) = found
     now = timezone.now()
-    if row.last_used_at is None or now - row.last_used_at > LAST_USED_RESOLUTION:
-        ApiKey.objects.filter(pk=row.pk).update(last_used_at=now)
-    return row.agent_id
+    if last_used_at is None or now - last_used_at > LAST_USED_RESOLUTION:
+        ApiKey.objects.filter(pk=pk).update(last_used_at=now)
+    return agent_id
 
 
 class ApiKeyAuth(HttpBearer):

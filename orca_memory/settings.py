@@ -134,6 +134,10 @@ SQLITE_DATABASE = {
     # Writers take the lock when the transaction begins, so two writers never deadlock
     # upgrading a read lock; the busy timeout makes them queue.
     "OPTIONS": {"transaction_mode": "IMMEDIATE", "init_command": SQLITE_INIT_COMMAND},
+    # Kept between requests and tasks: opening one registers Django's functions, loads
+    # sqlite-vec and runs the PRAGMAs above, and closing the last one checkpoints the WAL; per
+    # request, that was a third of a message's CPU in the server (docs/BENCHMARKS.md).
+    "CONN_MAX_AGE": 60,
     "TEST": {"NAME": ORCA.data_dir / "test_orca.db"},
 }
 # ORCA_DATABASE_URL selects PostgreSQL (docs/DEPLOYMENT.md). Connections are kept between
