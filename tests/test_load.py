@@ -36,6 +36,14 @@ def test_concurrent_agents_over_http_store_every_message_exactly_once(tmp_path):
         r"messages embedded by the stop: (\d+) \(\d+/s of the load\)", result.stdout
     )
     assert embedded is not None and 0 <= int(embedded.group(1)) <= 160, result.stdout
+    # Where the cores went: each process group's CPU for the load, the clients' included.
+    cpu = re.search(
+        r"CPU per message: server ([\d.]+) ms, task worker ([\d.]+) ms, clients ([\d.]+) ms",
+        result.stdout,
+    )
+    assert cpu is not None, result.stdout
+    server, _, clients = map(float, cpu.groups())  # the worker may not have run yet
+    assert server > 0 and clients > 0, result.stdout
 
 
 def test_batches_and_single_posts_interleaved_from_several_clients_lose_nothing(tmp_path):
