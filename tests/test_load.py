@@ -47,7 +47,8 @@ def test_concurrent_agents_over_http_store_every_message_exactly_once(tmp_path):
 
 
 def test_batches_and_single_posts_interleaved_from_several_clients_lose_nothing(tmp_path):
-    # Clients 0 and 2 send batches of 15 (the last one of 10), 1 and 3 one message per POST.
+    # Clients 0 and 2 send batches of 15 (the last one of 10), 1 and 3 one message per POST;
+    # the vectors come from the stand-in for a remote provider (bench.stub_provider).
     result = manage(
         tmp_path,
         "loadtest",
@@ -60,10 +61,13 @@ def test_batches_and_single_posts_interleaved_from_several_clients_lose_nothing(
         "--mixed",
         "--context-every",
         "5",
+        "--stub-latency-ms",
+        "10",
         check=False,
     )
 
     assert result.returncode == 0, result.stdout + result.stderr
     assert "half the clients in batches of 15" in result.stdout
+    assert "embedding provider openai" in result.stdout  # the servers were pointed at it
     assert "stored per agent: load-0=40 load-1=40 load-2=40 load-3=40" in result.stdout
     assert "5xx or errors: 0; 'database is locked' in logs: 0" in result.stdout

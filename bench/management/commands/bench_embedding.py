@@ -8,20 +8,27 @@ provider, each the median of `--runs`:
 - the worker's: the vector tables emptied (every message pending again), then the work of
   `embed_pending_task` run after run, as the worker runs it while a backlog remains (rows
   fetched, embedded, their vectors and flags written), until nothing is pending.
+
+`--stub-latency-ms MS`: instead of the configured provider, the remote providers' client
+(HttpEmbedder, SiliconFlow's and OpenAI's, batch 5) against a local stand-in that answers
+after MS (bench.stub_provider): what a remote provider's rate leaves of the worker's.
 """
 
 from __future__ import annotations
 
+import logging
 import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from bench.evaluation import load_conversations
 from bench.measure import median_and_range
+from bench.stub_provider import STUB_API_KEY, STUB_MODEL, running_stub_provider
 from bench.tempdb import use_temporary_database
 from memory import embeddings, tasks, vectors
 from memory.models import MainMessage
@@ -41,9 +48,33 @@ class Command(BaseCommand):
             help="texts per call (default: 5 and the provider's own batch size)",
         )
         parser.add_argument("--runs", type=int, default=3)
+        parser.add_argument(
+            "--stub-latency-ms",
+            type=float,
+            default=None,
+            help="the remote providers' client against a local stand-in answering after this "
+            "latency",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        embedder = embeddings.configured_embedder()
+        logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per call otherwise
+        latency = options["stub_latency_ms"]
+        if latency is None:
+            self._measure(embeddings.configured_embedder(), options)
+            return
+        dimension = settings.ORCA.embedding_dim
+        with running_stub_provider(latency_ms=latency, dimension=dimension) as url:
+            self.stdout.write(f"a stand-in for a remote provider at {url}, {latency:g} ms a call")
+            stub = embeddings.HttpEmbedder(
+                provider="openai",
+                base_url=url,
+                api_key=STUB_API_KEY,
+                model=STUB_MODEL,
+                dimension=dimension,
+            )
+            self._measure(stub, options)
+
+    def _measure(self, embedder: embeddings.Embedder | None, options: dict[str, Any]) -> None:
         if embedder is None:
             raise CommandError("No embedding provider is configured (ORCA_EMBEDDING_PROVIDER).")
         sizes = options["batch_sizes"] or sorted({5, embedder.batch_size})

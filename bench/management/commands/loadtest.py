@@ -36,6 +36,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
 from bench.measure import median_and_range, percentile
+from bench.stub_provider import STUB_API_KEY, STUB_MODEL, running_stub_provider
 from bench.tempdb import create_database, database_url, drop_database
 
 
@@ -132,6 +133,14 @@ class Command(BaseCommand):
         parser.add_argument("--workers", type=int, default=2, help="gunicorn workers")
         parser.add_argument("--task-workers", type=int, default=1, help="db_worker processes")
         parser.add_argument("--runs", type=int, default=1, help="each on a new, empty home")
+        parser.add_argument(
+            "--stub-latency-ms",
+            type=float,
+            default=None,
+            help="embed through the remote providers' client against a local stand-in "
+            "answering after this latency (bench.stub_provider), instead of the configured "
+            "provider",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
@@ -163,8 +172,12 @@ class Command(BaseCommand):
             raise CommandError("the load test found lost, duplicated or failed requests")
 
     def _run(self, options: dict[str, Any]) -> Run:
-        with tempfile.TemporaryDirectory(prefix="orca-load-") as home, _database() as url:
-            env = {**os.environ, "ORCA_HOME": home, "PYTHONUNBUFFERED": "1"}
+        with (
+            tempfile.TemporaryDirectory(prefix="orca-load-") as home,
+            _database() as url,
+            _provider(options["stub_latency_ms"]) as provider,
+        ):
+            env = {**os.environ, **provider, "ORCA_HOME": home, "PYTHONUNBUFFERED": "1"}
             env.pop("ORCA_DB_PATH", None)
             env.pop("ORCA_DATA_DIR", None)
             if url:
@@ -382,6 +395,25 @@ class Command(BaseCommand):
             f"  RSS server {figure(lambda r: r.rss[0], 0)} MiB; "
             f"worker {figure(lambda r: r.rss[1], 0)} MiB"
         )
+
+
+@contextmanager
+def _provider(stub_latency_ms: float | None) -> Iterator[dict[str, str]]:
+    """The environment that points the servers at the stand-in for a remote provider, while
+    it runs; none (the configured provider) without a latency."""
+    if stub_latency_ms is None:
+        yield {}
+        return
+    dimension = settings.ORCA.embedding_dim
+    with running_stub_provider(latency_ms=stub_latency_ms, dimension=dimension) as url:
+        # The OpenAI-compatible provider: SiliconFlow's client (HttpEmbedder, batch 5) without
+        # SiliconFlow's chat model, which a SiliconFlow key would also turn on for summaries.
+        yield {
+            "ORCA_EMBEDDING_PROVIDER": "openai",
+            "OPENAI_API_KEY": STUB_API_KEY,
+            "OPENAI_BASE_URL": url,
+            "OPENAI_EMBEDDING_MODEL": STUB_MODEL,
+        }
 
 
 @contextmanager
