@@ -243,6 +243,13 @@ class LongTermMemory(models.Model):
         ]
         indexes = [
             models.Index(fields=["agent_id", "memory_type", "-confidence"], name="idx_ltm_type"),
+            # The few waiting for their vector: the context names them on every call, and
+            # without it that read every memory of the agent (2 ms at 10,000).
+            models.Index(
+                fields=["agent_id"],
+                condition=models.Q(has_embedding=False),
+                name="idx_ltm_unembedded",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -172,6 +172,20 @@ class CursorWrapper(Driver.Cursor):
         return super().executemany(query, param_list)
 
 
+def _gather_statistics(conn: Any) -> None:
+    """The query planner's statistics (sqlite_stat1), as SQLite recommends for long-lived
+    connections: tables never analysed, or grown 25x since, are analysed within a bounded
+    effort (80 ms once on 100,000 messages, then 3 ms a connection). Without them the planner
+    reads `agent_id = ? AND id IN (100 ids)` through the agent's index, every message of the
+    agent, instead of looking up the hundred ids (docs/BENCHMARKS.md, context assembly)."""
+    try:
+        conn.execute("PRAGMA optimize=0x10002")
+    except Driver.OperationalError as exc:
+        # A read-only file, or the write lock held past the busy timeout: the plans stay
+        # what they were, which is slower but right.
+        logger.info("Planner statistics not gathered: %s", exc)
+
+
 class DatabaseWrapper(sqlite_base.DatabaseWrapper):
     Database = Driver
 
@@ -194,6 +208,7 @@ class DatabaseWrapper(sqlite_base.DatabaseWrapper):
         for init_command in self.init_commands:
             if init_command := init_command.strip():
                 conn.execute(init_command)
+        _gather_statistics(conn)
         self._vector_extension = load_sqlite_vec(conn)
         _log_once(self._vector_extension)
         return conn
