@@ -301,7 +301,7 @@ class Command(BaseCommand):
             batched = options["batch"] and not (options["mixed"] and number % 2)
             size = options["batch"] if batched else 1
             # The standard library's client, not httpx: the clients share the machine's cores
-            # with the server, and httpx cost three times the CPU per request.
+            # with the server, and httpx cost 2.5 times the CPU per request (1.41 ms against 0.56).
             server = HTTPConnection("127.0.0.1", port, timeout=60)
             headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
             try:
