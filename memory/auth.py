@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import secrets
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -24,6 +25,13 @@ logger = logging.getLogger(__name__)
 KEY_PREFIX = "orca_"
 # Recording every use would make each read a write; once a minute is enough to see activity.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+# A key found valid is trusted this many seconds before the database is asked again: the
+# lookup was a sixth of the CPU of storing a message (docs/BENCHMARKS.md). The price: a key
+# revoked by another process (the other gunicorn worker, `manage.py revoke_api_key`) still
+# works there for up to this long; the revoking process forgets it at once.
+KEY_TRUST_SECONDS = 1.0
+# key hash -> (agent_id, time.monotonic() until which it is trusted); only valid keys enter.
+_trusted: dict[str, tuple[str, float]] = {}
 
 
 def _hash(key: str) -> str:
@@ -62,6 +70,7 @@ def api_key_revoke(row: ApiKey) -> None:
     if row.revoked_at is None:
         row.revoked_at = timezone.now()
         row.save(update_fields=["revoked_at"])
+        _trusted.pop(row.key_hash, None)
         transaction.on_commit(_write_mirror)
 
 
@@ -74,22 +83,28 @@ def _agent_from_mirror(key: str) -> str | None:
 
 def agent_for_key(key: str) -> str | None:
     """The agent a valid, unrevoked key belongs to, else None."""
+    hashed = _hash(key)
+    trusted = _trusted.get(hashed)
+    if trusted is not None and time.monotonic() < trusted[1]:
+        return trusted[0]
     try:
-        # Three values, not a model: this runs on every request (key_hash is unique).
+        # Three values, not a model (key_hash is unique).
         found = list(
             ApiKey.objects.active()
-            .filter(key_hash=_hash(key))
+            .filter(key_hash=hashed)
             .values_list("pk", "agent_id", "last_used_at")
         )
     except OperationalError:
         logger.error("The database is unavailable: checking the API key against %s", mirror_path())
         return _agent_from_mirror(key)
     if not found:
+        _trusted.pop(hashed, None)
         return None
     ((pk, agent_id, last_used_at),) = found
     now = timezone.now()
     if last_used_at is None or now - last_used_at > LAST_USED_RESOLUTION:
         ApiKey.objects.filter(pk=pk).update(last_used_at=now)
+    _trusted[hashed] = (agent_id, time.monotonic() + KEY_TRUST_SECONDS)
     return agent_id
 
 

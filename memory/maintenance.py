@@ -103,8 +103,20 @@ def _turn_of(reply: MainMessage) -> list[MainMessage]:
     return turn
 
 
-def summarize_turn(reply: MainMessage) -> ShortTermMemory:
-    """Store the turn's summary; drop the session's summaries beyond the newest 10."""
+def summarize_turns(replies: list[MainMessage]) -> list[ShortTermMemory]:
+    """Store the summaries of the turns these replies end, in one transaction; drop each
+    session's summaries beyond the newest 10. The chat model, when there is one, is asked
+    before the transaction: a write never waits for the network."""
+    summaries = [_summary_of(reply) for reply in replies]
+    with transaction.atomic():
+        stored = ShortTermMemory.objects.bulk_create(summaries)
+        for agent_id, session_id in {(reply.agent_id, reply.session_id) for reply in replies}:
+            _keep_newest_summaries(agent_id, session_id)
+        scheduling.with_the_write(scheduling.schedule_embedding)
+    return stored
+
+
+def _summary_of(reply: MainMessage) -> ShortTermMemory:
     turn = _turn_of(reply)
     chat = configured_chat()
     text = None
@@ -114,17 +126,13 @@ def summarize_turn(reply: MainMessage) -> ShortTermMemory:
             text = chat.complete(SUMMARY_PROMPT.format(turn=lines), max_tokens=120)
         except LLMError as exc:
             logger.warning("Summary by the chat model failed, using the offline one: %s", exc)
-    with transaction.atomic():
-        summary = ShortTermMemory.objects.create(
-            agent_id=reply.agent_id,
-            session_id=reply.session_id,
-            content=(text or offline_summary(turn))[:1000],
-            source_count=len(turn),
-            reply_id=reply.pk,
-        )
-        _keep_newest_summaries(reply.agent_id, reply.session_id)
-        scheduling.with_the_write(scheduling.schedule_embedding)
-    return summary
+    return ShortTermMemory(
+        agent_id=reply.agent_id,
+        session_id=reply.session_id,
+        content=(text or offline_summary(turn))[:1000],
+        source_count=len(turn),
+        reply_id=reply.pk,
+    )
 
 
 def _keep_newest_summaries(agent_id: str, session_id: str) -> None:
@@ -365,11 +373,11 @@ def request_consolidation(
 
 
 def consolidate_after_turn(reply: MainMessage) -> ConsolidationRun | None:
-    """Ask for a run up to this reply when it is the 20th assistant turn since the session's
-    last run.
+    """Ask for a run up to this reply when 20 or more assistant turns have passed since the
+    session's last run (the summary task asks for the newest reply of each session it took).
 
     Counted by id up to this reply, never with the session's current count: when the worker
-    catches up after a burst, each reply counts the turns before it, and one run covers them.
+    catches up after a burst, the reply counts the turns before it, and one run covers them.
     """
     runs = ConsolidationRun.objects.filter(agent_id=reply.agent_id, session_id=reply.session_id)
     if runs.filter(status__in=WAITING, last_message_id__isnull=True).exists():

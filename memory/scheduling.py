@@ -27,6 +27,9 @@ EMBED_PENDING = "memory.tasks.embed_pending_task"
 SUMMARIZE_TURN = "memory.tasks.summarize_turn_task"
 CONSOLIDATION = "memory.tasks.consolidation_task"
 TASK_PATHS = (EMBED_PENDING, SUMMARIZE_TURN, CONSOLIDATION)
+# Replies a waiting summary task takes on at most (a batch of messages may queue more in a
+# task of its own): the task stays a short run, even when a chat model writes each summary.
+REPLIES_PER_SUMMARY_TASK = 50
 
 
 def task_at(path: str) -> Task:
@@ -75,8 +78,32 @@ def schedule_embedding(*, delay: timedelta | None = None) -> None:
 
 
 def schedule_summaries(reply_ids: Sequence[int]) -> None:
-    """Queue, as one task, the summaries of the turns the assistant replies `reply_ids` end."""
-    task_at(SUMMARIZE_TURN).enqueue(*reply_ids)
+    """Have the turns the assistant replies `reply_ids` end summarized: by the summary task
+    still waiting in the queue, when there is one with room, else by a new task.
+
+    Joining the waiting task keeps the worker's cost per turn small when replies arrive
+    faster than it runs tasks: one task, one claim, one transaction for many turns. The
+    waiting row is locked until the caller's transaction ends, so the worker cannot start
+    it before the replies it now names are committed (on SQLite the write transaction
+    already excludes the worker's claim; PostgreSQL's worker skips locked rows).
+    """
+    # No savepoint of its own: the caller's transaction (with_the_write) is the one that counts.
+    with transaction.atomic(savepoint=False):
+        waiting = (
+            DBTaskResult.objects.select_for_update(skip_locked=True)
+            .filter(status=TaskResultStatus.READY, task_path=SUMMARIZE_TURN)
+            .order_by("-enqueued_at")  # the newest: those queued before it filled up first
+            .values_list("pk", "args_kwargs")
+            .first()
+        )
+        if waiting is not None:
+            pk, arguments = waiting
+            named = arguments["args"]
+            if len(named) + len(reply_ids) <= REPLIES_PER_SUMMARY_TASK:
+                joined = {"args": [*named, *reply_ids], "kwargs": {}}
+                DBTaskResult.objects.filter(pk=pk).update(args_kwargs=joined)
+                return
+        task_at(SUMMARIZE_TURN).enqueue(*reply_ids)
 
 
 def schedule_consolidation(run: ConsolidationRun) -> None:

@@ -49,15 +49,19 @@ def embed_pending_task() -> int:
 
 @task()
 def summarize_turn_task(*reply_ids: int) -> None:
-    """Summarize the turns assistant replies end (one, or a batch's, in order); every 20
-    turns, ask for a consolidation. Rows queued before batches name one reply."""
-    replies = MainMessage.objects.filter(pk__in=reply_ids).order_by("id")
+    """Summarize the turns assistant replies end (one, a batch's, or those of every reply
+    stored while the task waited: scheduling.schedule_summaries); then ask for each session's
+    consolidation when 20 turns have passed since its last one."""
     # Replies deleted meanwhile (with their session) are not there.
-    for reply in replies:
-        # A run whose worker died after storing a summary is run again
-        # (recover_abandoned_tasks): what it did is not done twice.
-        if not ShortTermMemory.objects.filter(reply_id=reply.pk).exists():
-            maintenance.summarize_turn(reply)
+    replies = list(MainMessage.objects.filter(pk__in=reply_ids).order_by("id"))
+    # A run whose worker died after storing summaries is run again
+    # (recover_abandoned_tasks): what it did is not done twice.
+    done = set(
+        ShortTermMemory.objects.filter(reply_id__in=reply_ids).values_list("reply_id", flat=True)
+    )
+    maintenance.summarize_turns([reply for reply in replies if reply.pk not in done])
+    newest = {(reply.agent_id, reply.session_id): reply for reply in replies}
+    for reply in newest.values():
         maintenance.consolidate_after_turn(reply)
 
 

@@ -74,14 +74,33 @@ def test_a_key_writes_as_its_agent(client):
     assert MainMessage.objects.get().agent_id == "助手-1"
 
 
-def test_a_revoked_key_stops_working(client):
+def test_a_revoked_key_stops_working_at_once(client):
     key = create_key("agent-a")
+    headers = {"Authorization": f"Bearer {key}"}
+    assert client.get("/api/v1/sessions", headers=headers).status_code == 200
     prefix = ApiKey.objects.get().prefix
     call_command("revoke_api_key", prefix, stdout=io.StringIO())
 
-    response = client.get("/api/v1/sessions", headers={"Authorization": f"Bearer {key}"})
+    response = client.get("/api/v1/sessions", headers=headers)
     assert response.status_code == 401
     assert ApiKey.objects.get().revoked_at is not None
+
+
+def test_a_key_revoked_by_another_process_stops_working_within_a_second(client, monkeypatch):
+    from django.utils import timezone
+
+    from memory import auth
+
+    key = create_key("agent-a")
+    headers = {"Authorization": f"Bearer {key}"}
+    assert client.get("/api/v1/sessions", headers=headers).status_code == 200
+    # Another process revokes it (the other gunicorn worker, a command): this one trusts
+    # the key it checked for KEY_TRUST_SECONDS, then asks the database again.
+    ApiKey.objects.update(revoked_at=timezone.now())
+    assert client.get("/api/v1/sessions", headers=headers).status_code == 200
+    now = auth.time.monotonic()
+    monkeypatch.setattr(auth.time, "monotonic", lambda: now + auth.KEY_TRUST_SECONDS)
+    assert client.get("/api/v1/sessions", headers=headers).status_code == 401
 
 
 def test_the_command_refuses_a_bad_agent_name():

@@ -228,9 +228,9 @@ def test_embedding_and_summaries_are_queued_once_per_batch(
         response = api.post(BATCH, {"messages": _turns(6)})
 
     replies = [m["id"] for m in response.json()["messages"] if m["role"] == "assistant"]
-    # One embedding run and one summary task for the batch; then each summary the task
-    # wrote asks for its own vector.
-    assert queued == [("embedding", ()), ("summaries", tuple(replies))] + [("embedding", ())] * 3
+    # One embedding run and one summary task for the batch; then the summaries the task
+    # wrote ask for their vectors, once.
+    assert queued == [("embedding", ()), ("summaries", tuple(replies)), ("embedding", ())]
     # The one task summarized each turn, as three single posts would have.
     summaries_of = ShortTermMemory.objects.order_by("id").values_list("reply_id", flat=True)
     assert list(summaries_of) == replies

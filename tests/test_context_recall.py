@@ -12,7 +12,7 @@ import pytest
 from memory import vectors
 from memory.context import context_build
 from memory.embeddings import LOCAL_MODEL
-from memory.maintenance import summarize_turn
+from memory.maintenance import summarize_turns
 from memory.memories import memory_create
 from memory.models import LongTermMemory
 from memory.tokens import estimate_tokens
@@ -25,7 +25,7 @@ DAY_ONE = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 
 
 # Turns queue no summary of their own (as past sessions replayed by an import): a test that
-# needs one makes it with summarize_turn, so the summaries are only those it made.
+# needs one makes it with summarize_turns, so the summaries are only those it made.
 say = partial(add_message, summarize=False)
 
 
@@ -177,8 +177,8 @@ def test_a_four_message_session_holds_no_summary_of_its_own_messages():
     first = say("好的，记住了：绿茶。", role="assistant")
     say("明天提醒我买茶叶。")
     second = say("好的，明天提醒你。", role="assistant")
-    summarize_turn(first)
-    summarize_turn(second)
+    summarize_turns([first])
+    summarize_turns([second])
 
     context = context_build(agent_id="a1", session_id="s1", query=None, model_window=8192)
 
@@ -195,7 +195,7 @@ def test_a_four_message_session_holds_no_summary_of_its_own_messages():
 def test_a_turn_that_fell_out_of_working_memory_is_represented_by_its_summary():
     old_question = say("alpha " * 400)  # 600 tokens: falls out of a 1000-token window's 300
     old_reply = say("beta " * 400, role="assistant")
-    summary = summarize_turn(old_reply)
+    (summary,) = summarize_turns([old_reply])
     say("gamma question")
     say("delta answer", role="assistant")
 
@@ -562,7 +562,7 @@ def test_a_weak_match_the_top_up_takes_is_not_also_left_out(fake_embedder):
 def test_a_summary_of_a_turn_in_working_memory_is_left_out():
     question = add_message("Which tea do I like?", session_id="s1")
     reply = add_message("Green tea.", role="assistant", session_id="s1", summarize=False)
-    summary = summarize_turn(reply)
+    (summary,) = summarize_turns([reply])
 
     context = context_build(agent_id="a1", session_id="s1", query=None, model_window=8192)
 

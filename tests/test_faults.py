@@ -252,8 +252,12 @@ def test_a_failing_chat_model_falls_back_to_the_offline_summary_then_recovers(mo
     try:
         add_message("我想喝茶")
         reply = add_message("好的。", role="assistant")
-        assert maintenance.summarize_turn(reply).content == "user: 我想喝茶 / assistant: 好的。"
-        assert maintenance.summarize_turn(reply).content == "用户想喝茶。"  # the model is back
+        assert (
+            maintenance.summarize_turns([reply])[0].content == "user: 我想喝茶 / assistant: 好的。"
+        )
+        assert (
+            maintenance.summarize_turns([reply])[0].content == "用户想喝茶。"
+        )  # the model is back
     finally:
         server.shutdown()
 

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from memory import llm, maintenance
 from memory.context import context_build
-from memory.maintenance import consolidate_session, offline_extract, summarize_turn
+from memory.maintenance import consolidate_session, offline_extract, summarize_turns
 from memory.models import ConsolidationRun, LongTermMemory, LongTermMemoryHistory, ShortTermMemory
 from memory.text import text_similarity
 from tests.factories import add_message
@@ -21,7 +21,7 @@ def test_the_offline_summary_keeps_the_first_sentence_of_each_side():
     add_message("我喜欢喝绿茶。你呢？")
     reply = add_message("I like black tea. It is strong.", role="assistant")
 
-    summary = summarize_turn(reply)
+    (summary,) = summarize_turns([reply])
 
     assert summary.content == "user: 我喜欢喝绿茶。 / assistant: I like black tea."
     assert (summary.agent_id, summary.session_id, summary.source_count) == ("a1", "s1", 2)
@@ -31,7 +31,7 @@ def test_the_chat_model_writes_the_summary_with_the_designs_prompt(chat):
     answers, prompts = chat
     answers.append("用户喜欢绿茶。")
     add_message("我喜欢喝绿茶")
-    summary = summarize_turn(add_message("好的，记住了", role="assistant"))
+    (summary,) = summarize_turns([add_message("好的，记住了", role="assistant")])
     assert summary.content == "用户喜欢绿茶。"
     assert prompts[0].startswith("请用一句话总结本轮对话的关键信息，不超过 50 字：")
     assert "user: 我喜欢喝绿茶" in prompts[0]
@@ -40,7 +40,7 @@ def test_the_chat_model_writes_the_summary_with_the_designs_prompt(chat):
 def test_a_session_keeps_its_newest_ten_summaries():
     for i in range(12):
         add_message(f"question {i}")
-        summarize_turn(add_message(f"answer {i}", role="assistant"))
+        summarize_turns([add_message(f"answer {i}", role="assistant")])
     kept = list(ShortTermMemory.objects.order_by("id").values_list("content", flat=True))
     assert len(kept) == 10
     assert kept[0].startswith("user: question 2")
@@ -81,6 +81,75 @@ def test_every_twentieth_turn_consolidates(monkeypatch):
         assert ConsolidationRun.objects.count() == (1 if i == 19 else 0)
     assert ConsolidationRun.objects.get().trigger == "turns"
     assert LongTermMemory.objects.get().content == "I prefer short answers."
+
+
+DB_TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+
+
+def _summary_tasks() -> list[tuple[str, list[int]]]:
+    from django_tasks_db.models import DBTaskResult
+
+    from memory import scheduling
+
+    rows = DBTaskResult.objects.filter(task_path=scheduling.SUMMARIZE_TURN)
+    return [(t.status, t.args_kwargs["args"]) for t in rows.order_by("enqueued_at")]
+
+
+def test_replies_stored_while_a_summary_task_waits_join_it(settings):
+    from django_tasks_db.models import DBTaskResult
+
+    from memory import tasks
+
+    settings.TASKS = DB_TASKS
+    replies = []
+    for i in range(3):
+        add_message(f"question {i}")
+        replies.append(add_message(f"answer {i}", role="assistant").pk)
+    assert _summary_tasks() == [("READY", replies)]
+
+    # Once the worker has claimed it, the next reply waits in a task of its own.
+    DBTaskResult.objects.update(status="RUNNING")
+    add_message("question 3")
+    fourth = add_message("answer 3", role="assistant").pk
+    assert _summary_tasks() == [("RUNNING", replies), ("READY", [fourth])]
+
+    tasks.summarize_turn_task.call(*replies)
+    tasks.summarize_turn_task.call(fourth)
+    summaries = ShortTermMemory.objects.order_by("id").values_list("reply_id", "content")
+    assert list(summaries) == [
+        (reply, f"user: question {i} / assistant: answer {i}")
+        for i, reply in enumerate([*replies, fourth])
+    ]
+
+
+def test_a_waiting_summary_task_takes_at_most_50_replies(settings):
+    from django.db import transaction
+
+    from memory import scheduling
+
+    settings.TASKS = DB_TASKS
+    for reply_id in range(1, 52):
+        with transaction.atomic():
+            scheduling.schedule_summaries([reply_id])
+    assert _summary_tasks() == [("READY", list(range(1, 51))), ("READY", [51])]
+
+
+def test_one_task_for_a_burst_asks_for_one_consolidation_per_session():
+    from memory import tasks
+
+    replies = []
+    for session in ("s1", "s2"):
+        for i in range(25 if session == "s1" else 5):
+            add_message(f"question {i}", session_id=session)
+            replies.append(add_message(f"answer {i}", role="assistant", session_id=session))
+    # (Tests run tasks only when they say so: none ran yet.)
+    tasks.summarize_turn_task.call(*(reply.pk for reply in replies))
+
+    # s1 reached 20 turns: one run up to its newest reply; s2 (5 turns) waits for more.
+    runs = ConsolidationRun.objects.values_list("session_id", "trigger", "last_message_id")
+    assert list(runs) == [("s1", "turns", replies[24].pk)]
+    kept = ShortTermMemory.objects.values_list("session_id", "reply_id").order_by("id")
+    assert list(kept) == [(r.session_id, r.pk) for r in replies[15:25] + replies[25:]]
 
 
 def test_a_similar_memory_is_updated_not_duplicated_and_its_old_text_kept():

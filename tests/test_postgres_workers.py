@@ -1,18 +1,22 @@
-"""Several task workers on one PostgreSQL database never run the same task twice.
+"""Task workers on one PostgreSQL database: never the same task twice, never a task before
+the replies it names are committed.
 
 django-tasks-db claims a task with SELECT ... FOR UPDATE SKIP LOCKED on PostgreSQL: two
-workers started together share the queue, each task run by one of them, once.
+workers started together share the queue, each task run by one of them, once; a summary task
+a request is adding its reply to (scheduling.schedule_summaries) is locked until it commits.
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 
 import pytest
-from django.db import connection
+from django.db import connection, connections, transaction
 from django_tasks_db.models import DBTaskResult
 
+from memory import scheduling
 from memory.models import MainMessage
 from tests.helpers import ROOT, database_url, service_env
 from tests.worker_tasks import record_run
@@ -46,3 +50,33 @@ def test_two_workers_run_each_task_once(settings, tmp_path):
     assert {result.status for result in results} == {"SUCCESSFUL"}
     assert all(len(result.worker_ids) == 1 for result in results)
     assert len({result.worker_ids[0] for result in results}) == 2  # both took a share
+
+
+def test_the_worker_cannot_claim_a_summary_task_a_reply_is_joining(settings):
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL: make test runs it in its PostgreSQL pass")
+    settings.TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+    with transaction.atomic():
+        scheduling.schedule_summaries([1])
+    joined, committed = threading.Event(), threading.Event()
+
+    def request() -> None:  # a reply stored in another connection, its transaction still open
+        try:
+            with transaction.atomic():
+                scheduling.schedule_summaries([2])
+                joined.set()
+                committed.wait(30)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=request)
+    thread.start()
+    assert joined.wait(30)
+    with transaction.atomic():  # the worker's claim, as db_worker makes it
+        assert DBTaskResult.objects.ready().get_locked() is None
+    committed.set()
+    thread.join(30)
+
+    with transaction.atomic():
+        claimed = DBTaskResult.objects.ready().get_locked()
+    assert claimed is not None and claimed.args_kwargs["args"] == [1, 2]

@@ -94,6 +94,7 @@ class Run:
     hung: list[str]
     stored: dict[str, int]  # per agent; negative when some text was stored twice
     embedded: int  # messages with their vector once the servers had stopped
+    summaries_waiting: tuple[int, int]  # summary tasks still queued at the stop, of all queued
     locked: int  # "database is locked" in the servers' logs
 
     def problems(self, clients: int, per_client: int) -> list[str]:
@@ -216,7 +217,9 @@ class Command(BaseCommand):
                         except subprocess.TimeoutExpired:
                             process.kill()  # reported: a graceful stop should not hang
                             hung.append(" ".join(process.args[-2:]))
-            *_, counts, embedded = self._manage(env, "shell", "-c", _COUNT_SCRIPT).splitlines()
+            *_, counts, embedded, waiting, queued = self._manage(
+                env, "shell", "-c", _COUNT_SCRIPT
+            ).splitlines()
             return Run(
                 seconds=seconds,
                 latencies=latencies,
@@ -228,6 +231,7 @@ class Command(BaseCommand):
                 hung=hung,
                 stored={a: int(n) for a, n in (item.split("=") for item in counts.split())},
                 embedded=int(embedded),
+                summaries_waiting=(int(waiting), int(queued)),
                 locked=log.read_text().count("database is locked"),
             )
 
@@ -363,7 +367,9 @@ class Command(BaseCommand):
             f"{run.cpu[1] / run.messages * 1000:.2f} ms, clients "
             f"{run.cpu[2] / run.messages * 1000:.2f} ms (load average "
             f"{' '.join(Path('/proc/loadavg').read_text().split()[:3])}); messages embedded "
-            f"by the stop: {run.embedded:,} ({run.embedded / run.seconds:.0f}/s of the load)"
+            f"by the stop: {run.embedded:,} ({run.embedded / run.seconds:.0f}/s of the load); "
+            f"turn summaries still queued at the stop: {run.summaries_waiting[0]:,} of "
+            f"{run.summaries_waiting[1]:,}"
         )
         self.stdout.write(
             f"  RSS after the load: server {run.rss[0]:,.0f} MiB, worker {run.rss[1]:,.0f} MiB; "
@@ -432,12 +438,16 @@ def _database() -> Iterator[str | None]:
 
 # Counts each agent's distinct message texts (a duplicate or a loss changes the count), then
 # the messages that have their vector: the task worker's embedding during the load (and the
-# moment before its stop), as a rate beside the ingest's.
+# moment before its stop), as a rate beside the ingest's; then the turn-summary tasks still
+# waiting at the stop and all those queued: whether the worker kept up with the load.
 _COUNT_SCRIPT = (
     "from django.db.models import Count; from memory.models import MainMessage as M; "
     "rows = M.objects.values('agent_id')"
     ".annotate(n=Count('content', distinct=True), t=Count('id')); "
     "print(' '.join(f\"{r['agent_id']}={r['n'] if r['n'] == r['t'] else -r['t']}\" "
     "for r in rows.order_by('agent_id'))); "
-    "print(M.objects.filter(has_embedding=True).count())"
+    "print(M.objects.filter(has_embedding=True).count()); "
+    "from django_tasks_db.models import DBTaskResult as T; from memory import scheduling; "
+    "summaries = T.objects.filter(task_path=scheduling.SUMMARIZE_TURN); "
+    "print(summaries.filter(status='READY').count()); print(summaries.count())"
 )
