@@ -107,6 +107,8 @@ def summarize_turns(replies: list[MainMessage]) -> list[ShortTermMemory]:
     """Store the summaries of the turns these replies end, in one transaction; drop each
     session's summaries beyond the newest 10. The chat model, when there is one, is asked
     before the transaction: a write never waits for the network."""
+    if not replies:
+        return []
     summaries = [_summary_of(reply) for reply in replies]
     with transaction.atomic():
         stored = ShortTermMemory.objects.bulk_create(summaries)
