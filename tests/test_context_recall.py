@@ -520,6 +520,39 @@ def test_matches_below_the_chosen_are_left_out_with_their_rank_and_score():
     assert LongTermMemory.objects.get(pk=third.pk).access_count == 0
 
 
+def test_recall_reads_the_turns_around_only_the_hits_it_reaches(monkeypatch):
+    from memory import context as context_module
+    from memory import index
+
+    # 60 earlier turns about tea, each its own hit; a window with room for a few of them.
+    for day in range(60):
+        chat(
+            f"day-{day}",
+            [f"Green tea number {day} was fine.", f"Noted, tea {day}."],
+            start=DAY_ONE + timedelta(days=day),
+        )
+    asked: list[int] = []
+    real = index.messages_around
+
+    def messages_around(message_ids, **kwargs):
+        ids = list(message_ids)
+        asked.extend(ids)
+        return real(ids, **kwargs)
+
+    monkeypatch.setattr(index, "messages_around", messages_around)
+    context = context_build(agent_id="a1", session_id="new", query="green tea", model_window=1024)
+
+    recall = context.layers["recall"]
+    hits = [item for item in recall.items if item.method != "neighbour"]
+    over_budget = [left for left in recall.left_out if left.reason == "over budget"]
+    assert 0 < len(hits) < context_module.RECALL_CHUNK
+    assert len(over_budget) > 2 * context_module.RECALL_CHUNK
+    # The neighbours were read for the chunks of hits that the filling reached with room
+    # left, not for all 100: the first chunk or two.
+    assert len(asked) in (context_module.RECALL_CHUNK, 2 * context_module.RECALL_CHUNK)
+    assert {item.id for item in hits} <= set(asked)
+
+
 def test_the_identity_rule_and_missing_vectors_are_named(fake_embedder):
     def fact(text: str) -> LongTermMemory:
         return memory_create(agent_id="a1", content=text, memory_type="fact", actor="api")
