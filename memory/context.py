@@ -457,9 +457,12 @@ class _RecallFiller:
         an answer can take more than one turn, and a question can come before the hit."""
         recalled = [n for n, hit in enumerate(self.hits) if hit.message.pk in self.items]
         self._load([self._around(n) for n in recalled], "before", "after_next")
-        for number in recalled:
-            if self._room(allowance):
+        # A hit this widening adds as a neighbour is widened in its turn: its rows are read
+        # when it is reached (none are read again).
+        for number, hit in enumerate(self.hits):
+            if hit.message.pk in self.items and self._room(allowance):
                 around = self._around(number)
+                self._load([around], "before", "after_next")
                 self._add_neighbour(around.before, allowance)
                 self._add_neighbour(around.after_next, allowance)
 
