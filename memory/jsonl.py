@@ -17,6 +17,9 @@ orca_memory.files encodes ids into names.
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import hashlib
 import json
 import math
@@ -131,6 +134,11 @@ def _finite(text: str) -> float:
     return number
 
 
+class CutLine(LineError):
+    """A line whose JSON ends before it is complete: a write interrupted (a full disk, a
+    crash) before its end."""
+
+
 def _json(text: str) -> Any:
     """Standard JSON only: Python's json takes NaN and Infinity, which the database refuses."""
     try:
@@ -139,6 +147,14 @@ def _json(text: str) -> Any:
         raise
     except RecursionError as exc:
         raise LineError("malformed JSON (nested too deeply)") from exc
+    except json.JSONDecodeError as exc:
+        cut = exc.msg.startswith("Unterminated string") or exc.pos >= len(text.rstrip())
+        if cut and text.lstrip().startswith("{"):
+            raise CutLine(
+                "cut off: the line ends before its JSON does (a write interrupted by a full "
+                "disk or a crash; the message on it was not acknowledged)"
+            ) from exc
+        raise LineError(f"malformed JSON ({exc})") from exc
     except ValueError as exc:
         raise LineError(f"malformed JSON ({exc})") from exc
 
@@ -242,6 +258,11 @@ def _line(
     return line
 
 
+# How every line this module writes starts (`_line`'s first key, json.dumps' separators): where
+# a line appended onto a cut one by an earlier version begins (jsonl_import recovers it).
+LINE_START = b'{"session_id": '
+
+
 def message_line(message: MainMessage) -> dict[str, Any]:
     return _line(
         session_id=message.session_id,
@@ -302,18 +323,61 @@ def backup_path(agent_id: str, session_id: str) -> Path:
     return _session_file(settings.ORCA.data_dir / "jsonl", agent_id, session_id)
 
 
+class BackupFailed(OSError):
+    """A backup append that did not reach the disk whole: nothing of it is kept."""
+
+
 def _append(agent_id: str, session_id: str, lines: Sequence[dict[str, Any]]) -> Path:
-    # One write in append mode for all of a call's lines, so that concurrent workers never
-    # interleave lines.
+    """Append a call's lines to its session's file, whole and durable, or not at all.
+
+    Acknowledged means on disk: every byte written, the file fsynced. A write cut short (a
+    full disk) is taken back (the file truncated to its size before), and BackupFailed
+    raised. The lock keeps concurrent writers (web workers, commands) from interleaving, and
+    a line left cut off by a crash or an older version is ended first, so that the next line
+    starts on a fresh one instead of being swallowed by it.
+    """
     path = backup_path(agent_id, session_id)
     private_dir(path.parent)
     data = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines).encode()
-    fd = open_private(path, os.O_WRONLY | os.O_APPEND)
     try:
-        os.write(fd, data)
+        fd = open_private(path, os.O_RDWR | os.O_APPEND)
+    except OSError as exc:
+        raise BackupFailed(exc.errno, f"cannot open {path} ({exc.strerror})") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        except OSError as exc:
+            with contextlib.suppress(OSError):  # else the next append ends the cut line
+                os.ftruncate(fd, size)
+            raise BackupFailed(exc.errno, f"cannot write {path} ({exc.strerror})") from exc
+        if size == 0:
+            _fsync_dir(path.parent)  # a new file: its name must survive a crash too
+    finally:
+        os.close(fd)  # releases the lock
+    return path
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """os.write until every byte is written: it may write fewer than it was given."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        if written == 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        view = view[written:]
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
     finally:
         os.close(fd)
-    return path
 
 
 def backup_append(messages: Sequence[MainMessage]) -> None:

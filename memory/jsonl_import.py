@@ -20,7 +20,7 @@ from typing import BinaryIO
 from django.db import DatabaseError, DataError, IntegrityError, OperationalError, transaction
 
 from memory import messages
-from memory.jsonl import LineError, Parsed, line_fingerprint, parse_line
+from memory.jsonl import LINE_START, LineError, Parsed, line_fingerprint, parse_line
 from memory.models import MainMessage
 from memory.validation import InvalidInput
 
@@ -64,18 +64,42 @@ def _lines(
         if not raw.strip():
             continue
         try:
-            line = parse_line(raw.rstrip(b"\r\n"), default_session=default_session)
-            if line.timestamp is None:
-                # Keep the file's order: a line without a time takes the one before it.
-                line = replace(line, timestamp=previous_time)
-            key = line.key(agent_id)
+            parsed = _parse(
+                raw.rstrip(b"\r\n"), default_session=default_session, report=report, number=number
+            )
         except Exception as exc:  # a bad line never stops the file
             report.errors.append((number, _reason(exc)))
             continue
-        previous_time = line.timestamp
-        # Two identical lines in one file are two messages: the occurrence tells them apart.
-        seen[key] += 1
-        yield number, line, line_fingerprint(key, seen[key])
+        for line in parsed:
+            # Keep the file's order: a line without a time takes the one before it.
+            timed = line if line.timestamp else replace(line, timestamp=previous_time)
+            previous_time = timed.timestamp
+            key = timed.key(agent_id)
+            # Two identical lines in one file are two messages: the occurrence tells them apart.
+            seen[key] += 1
+            yield number, timed, line_fingerprint(key, seen[key])
+
+
+def _parse(raw: bytes, *, default_session: str, report: FileReport, number: int) -> list[Parsed]:
+    """The messages of a line: itself; or, when it is a line of ours that an earlier version
+    appended onto a cut one (it did not start a fresh line after a failed write), both parts,
+    the cut one reported. Raises what parse_line raises for the whole line otherwise."""
+    try:
+        return [parse_line(raw, default_session=default_session)]
+    except LineError:
+        start = raw.find(LINE_START, 1)
+        while start != -1:
+            try:
+                appended = parse_line(raw[start:], default_session=default_session)
+            except LineError:
+                start = raw.find(LINE_START, start + 1)
+                continue
+            try:
+                return [parse_line(raw[:start], default_session=default_session), appended]
+            except LineError as cut:
+                report.errors.append((number, f"{cut}; the line appended onto it was read"))
+                return [appended]
+        raise
 
 
 def _reason(exc: Exception) -> str:

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import OperationalError, transaction
+from django.db import InterfaceError, OperationalError, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from memory import jsonl, scheduling
+from memory import jsonl, outage, scheduling
 from memory.models import MainMessage, MessageType, Role, ShortTermMemory
 from memory.tokens import estimate_tokens
 from memory.validation import (
@@ -173,13 +173,14 @@ def messages_keep(
 def _or_kept[T](
     store: Callable[[], T], *, agent_id: str, session_id: str, messages: list[dict[str, Any]]
 ) -> T | Path:
-    """What `store` returns; when the database is unavailable (cannot open, or locked beyond
-    the busy timeout) and the JSONL backup is on, the messages kept in `<data_dir>/jsonl/`
-    for `manage.py migrate_jsonl` instead, and that file."""
+    """What `store` returns; when the database is unavailable (memory.outage: locked beyond
+    the busy timeout, cannot open, disk full, connection lost) and the JSONL backup is on,
+    the messages kept in `<data_dir>/jsonl/` for `manage.py migrate_jsonl` instead, and that
+    file. Kept means written whole and fsynced; when even that fails, jsonl.BackupFailed."""
     try:
         return store()
-    except OperationalError:
-        if not settings.ORCA.jsonl_backup:
+    except (OperationalError, InterfaceError) as exc:
+        if not settings.ORCA.jsonl_backup or not outage.is_unavailable(exc):
             raise
         path = jsonl.fallback_append(agent_id=agent_id, session_id=session_id, messages=messages)
         logger.error(

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
+from django.db import DatabaseError, InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from ninja import NinjaAPI
@@ -22,6 +23,8 @@ from ninja.renderers import JSONRenderer
 
 from memory.api import router as memory_router
 from memory.auth import ApiKeyAuth
+from memory.jsonl import BackupFailed
+from memory.outage import RETRY_AFTER_SECONDS, is_unavailable, unavailable_detail
 from memory.validation import (
     NON_FINITE_MESSAGE,
     Conflict,
@@ -109,6 +112,8 @@ ERROR_RESPONSES = {
     "415": "A body that is not declared as application/json.",
     "422": "An invalid field: `errors` lists which (`loc`) and why (`msg`).",
     "500": "An unexpected error, logged on the server.",
+    "503": "The database is unavailable (locked, full, cannot be opened, connection lost): "
+    "nothing was changed; retry after the Retry-After header's seconds.",
 }
 ERROR_SCHEMA = {
     "type": "object",
@@ -267,6 +272,35 @@ def http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
 @api.exception_handler(Http404)
 def not_found_error(request: HttpRequest, exc: Http404) -> HttpResponse:
     return _error(request, 404, "Not Found")
+
+
+@api.exception_handler(OperationalError)
+@api.exception_handler(InterfaceError)
+def database_error(request: HttpRequest, exc: DatabaseError) -> HttpResponse:
+    """An outage (memory.outage) answers 503 with Retry-After: nothing was changed, and the
+    same request succeeds later. Any other database error is a bug: a 500."""
+    if not is_unavailable(exc):
+        return server_error(request, exc)
+    logger.error("Database unavailable in %s %s: %s", request.method, request.path, exc)
+    return _unavailable(request, unavailable_detail(exc))
+
+
+@api.exception_handler(BackupFailed)
+def backup_failed(request: HttpRequest, exc: BackupFailed) -> HttpResponse:
+    """The database was unavailable and the JSONL backup could not keep the messages either
+    (its disk full): nothing is kept, and the client must send them again."""
+    logger.error("DATABASE UNAVAILABLE and the JSONL backup failed: %s", exc)
+    return _unavailable(
+        request,
+        f"the database is unavailable and the JSONL backup could not keep the messages "
+        f"({exc.strerror}). Nothing was kept; retry in {RETRY_AFTER_SECONDS} s",
+    )
+
+
+def _unavailable(request: HttpRequest, detail: str) -> HttpResponse:
+    response = _error(request, 503, detail)
+    response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response
 
 
 @api.exception_handler(Exception)

@@ -312,7 +312,11 @@ def test_without_a_database_messages_go_to_jsonl_and_come_back_later(tmp_path):
     assert "THE DATABASE" in started.stderr and "CANNOT BE OPENED" in started.stderr  # at start-up
     assert "messages are kept in" in started.stderr
     refused = manage(tmp_path, "shell", "-c", post, ORCA_DB_PATH=broken)
-    assert json.loads(last_line(refused))[0] == 500  # no backup: refused
+    status, body = json.loads(last_line(refused))  # no backup: refused, and told to retry
+    assert status == 503
+    assert body["detail"] == (
+        "the database is unavailable: its file cannot be opened. Nothing was changed; retry in 10 s"
+    )
 
     folder = str(tmp_path / "data" / "jsonl" / "a1")
     back = manage(tmp_path, "migrate_jsonl", folder, "--agent", "a1", ORCA_DB_PATH=good)
