@@ -11,7 +11,7 @@ from django.utils import timezone
 from django.utils.text import Truncator
 
 from memory import index, scheduling
-from memory.auth import api_key_create, api_key_revoke
+from memory.auth import api_key_create, api_key_revoke, api_keys_delete
 from memory.forms import MESSAGE_FIELDS, LongTermMemoryForm, MainMessageForm, ShortTermMemoryForm
 from memory.memories import (
     memories_apply,
@@ -337,6 +337,12 @@ class ApiKeyAdmin(admin.ModelAdmin):
         messages.warning(
             request, f"The new key for {row.agent_id!r} is {key} — copy it now, it is not stored."
         )
+
+    def delete_model(self, request: HttpRequest, obj: ApiKey) -> None:
+        api_keys_delete(ApiKey.objects.filter(pk=obj.pk))
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
+        api_keys_delete(queryset)
 
     @admin.action(description="Revoke the selected keys")
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:

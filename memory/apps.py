@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.core.signals import request_finished
 from django.db.backends.signals import connection_created
 
 
@@ -12,7 +13,9 @@ class MemoryConfig(AppConfig):
         # The embedding provider is resolved once, as each process starts (web, task worker,
         # command): installing the local model under a running server changes nothing until
         # it restarts, and the web process and the worker started together agree.
-        from memory import embeddings, index
+        from memory import auth, embeddings, index
 
         embeddings.provider_name()
         connection_created.connect(index.prepare_connection)
+        # Bookkeeping of API keys waits until a request is answered (memory.auth).
+        request_finished.connect(auth.record_key_uses)

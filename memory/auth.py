@@ -8,11 +8,14 @@ import logging
 import os
 import secrets
 import time
-from datetime import timedelta
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from django.conf import settings
-from django.db import OperationalError, transaction
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
+from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 from ninja.security import HttpBearer
@@ -32,6 +35,13 @@ LAST_USED_RESOLUTION = timedelta(minutes=1)
 KEY_TRUST_SECONDS = 1.0
 # key hash -> (agent_id, time.monotonic() until which it is trusted); only valid keys enter.
 _trusted: dict[str, tuple[str, float]] = {}
+# key pk -> when it was used, not yet in last_used_at: written once the request is answered
+# (record_key_uses), so that no write precedes a message's, which may then be kept in the
+# JSONL backup while the database is locked or gone.
+_unrecorded: dict[int, datetime] = {}
+# How long the bookkeeping write waits for another process's lock (SQLite's busy timeout,
+# in ms), rather than holding the web worker for the whole timeout after an outage's answer.
+BOOKKEEPING_WAIT_MS = 100
 
 
 def _hash(key: str) -> str:
@@ -66,6 +76,17 @@ def api_key_create(*, agent_id: str, name: str = "") -> tuple[ApiKey, str]:
     return row, key
 
 
+def api_keys_delete(rows: QuerySet[ApiKey]) -> int:
+    """Delete keys (the admin's delete): gone from the database, from the mirror used during
+    an outage, and from this process's trust; returns how many."""
+    hashes = list(rows.values_list("key_hash", flat=True))
+    deleted, _ = rows.delete()
+    for hashed in hashes:
+        _trusted.pop(hashed, None)
+    transaction.on_commit(_write_mirror)
+    return deleted
+
+
 def api_key_revoke(row: ApiKey) -> None:
     if row.revoked_at is None:
         row.revoked_at = timezone.now()
@@ -94,7 +115,7 @@ def agent_for_key(key: str) -> str | None:
             .filter(key_hash=hashed)
             .values_list("pk", "agent_id", "last_used_at")
         )
-    except OperationalError:
+    except (OperationalError, InterfaceError):
         logger.error("The database is unavailable: checking the API key against %s", mirror_path())
         return _agent_from_mirror(key)
     if not found:
@@ -103,9 +124,40 @@ def agent_for_key(key: str) -> str | None:
     ((pk, agent_id, last_used_at),) = found
     now = timezone.now()
     if last_used_at is None or now - last_used_at > LAST_USED_RESOLUTION:
-        ApiKey.objects.filter(pk=pk).update(last_used_at=now)
+        _unrecorded[pk] = now
     _trusted[hashed] = (agent_id, time.monotonic() + KEY_TRUST_SECONDS)
     return agent_id
+
+
+def record_key_uses(**signal: object) -> None:
+    """Write the key uses agent_for_key noted (last_used_at), after the answer was sent
+    (Django's request_finished). Best effort: a database locked or gone loses a timestamp,
+    never a request, and keeps the worker for BOOKKEEPING_WAIT_MS at most."""
+    while _unrecorded:
+        pk, used_at = _unrecorded.popitem()
+        try:
+            with _short_lock_wait():
+                ApiKey.objects.filter(pk=pk).update(last_used_at=used_at)
+        except (DatabaseError, InterfaceError) as exc:
+            logger.warning("Could not record an API key's use (%s); skipped", exc)
+            _unrecorded.clear()
+            return
+
+
+@contextmanager
+def _short_lock_wait() -> Iterator[None]:
+    """SQLite waits BOOKKEEPING_WAIT_MS for a lock in here, not its busy timeout."""
+    if connection.vendor != "sqlite":
+        yield
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA busy_timeout")
+        (before,) = cursor.fetchone()
+        cursor.execute(f"PRAGMA busy_timeout = {BOOKKEEPING_WAIT_MS}")
+        try:
+            yield
+        finally:
+            cursor.execute(f"PRAGMA busy_timeout = {int(before)}")
 
 
 class ApiKeyAuth(HttpBearer):
