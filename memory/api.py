@@ -309,11 +309,22 @@ class EmbeddingHealthOut(Schema):
     failing: bool | None = None
 
 
+class WorkerHealthOut(Schema):
+    needed: bool = Field(description="false when tasks run as they are queued (no db_worker)")
+    ok: bool = Field(description="a task worker runs and polls")
+    running: int = Field(description="workers whose heartbeat is under 30 s old")
+    reason: str | None = Field(None, description="why not ok")
+    last_seen_at: datetime | None = None
+    last_error: str | None = Field(None, description="the database error it last backed off on")
+    last_error_at: datetime | None = None
+
+
 class HealthOut(Schema):
     status: str
     database: DatabaseHealthOut
     vector_search: VectorHealthOut
     embedding: EmbeddingHealthOut
+    worker: WorkerHealthOut
 
 
 @router.get("/health", response={200: HealthOut, 503: HealthOut}, auth=None, tags=["health"])

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 
 from django.conf import settings
 from django.db import DatabaseError
 
-from memory import embeddings, index, vectors
+from memory import embeddings, heartbeat, index, scheduling, vectors
 
 
 @dataclass(frozen=True)
@@ -18,6 +19,7 @@ class Health:
     database: dict[str, object]
     vector_search: dict[str, object]
     embedding: dict[str, object]
+    worker: dict[str, object]
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -41,7 +43,39 @@ def _embedding_report() -> dict[str, object]:
     }
 
 
+def _worker_report() -> dict[str, object]:
+    """The task workers seen by their heartbeats (memory.heartbeat): `ok` when one runs and
+    polls. Without a task queue in the database (tasks run as they are queued), none is
+    needed."""
+    if not scheduling.tasks_in_database():
+        return {"needed": False, "ok": True, "running": 0, "reason": None}
+    now = datetime.now(tz=UTC)
+    beats = heartbeat.beats()
+    alive = [beat for beat in beats if beat.is_alive(now)]
+    newest = alive[0] if alive else (beats[0] if beats else None)
+    if not alive:
+        reason = (
+            f"no task worker seen since {newest.at.isoformat(timespec='seconds')}"
+            if newest
+            else "no task worker has run with this data folder"
+        ) + ": nothing is embedded, summarized or consolidated (run manage.py db_worker)"
+    elif all(beat.state != "polling" for beat in alive):
+        reason = f"the task worker is backing off after a database error: {newest.last_error}"
+    else:
+        reason = None
+    return {
+        "needed": True,
+        "ok": reason is None,
+        "running": len(alive),
+        "reason": reason,
+        "last_seen_at": newest.at if newest else None,
+        "last_error": newest.last_error if newest else None,
+        "last_error_at": newest.last_error_at if newest else None,
+    }
+
+
 def service_health() -> Health:
+    worker = _worker_report()
     try:
         database = index.database_report()
         support = index.vector_index_status()
@@ -57,9 +91,11 @@ def service_health() -> Health:
             database={"ok": False, "error": f"{exc}; {fallback}"},
             vector_search={"enabled": False, "reason": "the database is unavailable"},
             embedding={"provider": embeddings.provider_name(), "pending": None},
+            worker=worker,
         )
     degraded = (
-        not support.enabled
+        not worker["ok"]
+        or not support.enabled
         or embedding["failing"]
         or (embedding["provider"] != "none" and not embedding["ready"])
     )
@@ -75,4 +111,5 @@ def service_health() -> Health:
             **index.memory_index_report(),
         },
         embedding=embedding,
+        worker=worker,
     )

@@ -40,6 +40,12 @@ def task_at(path: str) -> Task:
     return task_
 
 
+def tasks_in_database() -> bool:
+    """Whether queued tasks are rows of the database, run by `db_worker` (django-tasks-db),
+    rather than run at once (the immediate backend of tests)."""
+    return isinstance(task_at(EMBED_PENDING).get_backend(), DatabaseBackend)
+
+
 def with_the_write(schedule: Callable[[], None]) -> None:
     """Queue the work rows being written need (`schedule`), with them.
 
@@ -48,7 +54,7 @@ def with_the_write(schedule: Callable[[], None]) -> None:
     two. Otherwise (the immediate backend of tests runs a task at once) after the commit, so
     that the task finds the rows, and a failing task never fails the write.
     """
-    if isinstance(task_at(EMBED_PENDING).get_backend(), DatabaseBackend):
+    if tasks_in_database():
         schedule()
     else:
         transaction.on_commit(schedule, robust=True)

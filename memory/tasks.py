@@ -97,7 +97,12 @@ class WorkerGone(Exception):
     """The worker running the task stopped (killed, crashed, machine restarted) before its end."""
 
 
+class OutcomeLost(Exception):
+    """The task ran, but a database error kept its worker from recording how it ended."""
+
+
 WORKER_GONE = f"{WorkerGone.__module__}.{WorkerGone.__qualname__}"
+OUTCOME_LOST = f"{OutcomeLost.__module__}.{OutcomeLost.__qualname__}"
 
 
 def _boot_id() -> str:
@@ -196,14 +201,41 @@ def recover_abandoned_tasks() -> list[Recovered]:
     return recovered
 
 
-def _fail_and_requeue(result: DBTaskResult, worker_id: str) -> Recovered | None:
+def requeue_interrupted(worker_id: str) -> list[Recovered]:
+    """Fail and queue again the tasks this (live) worker left RUNNING when a database error
+    kept it from recording their end: it calls this between tasks, so none of them still
+    runs. Not counted as worker deaths: an outage says nothing against the task."""
+    requeued = []
+    for result in DBTaskResult.objects.running():
+        if result.worker_ids[-1:] != [worker_id]:
+            continue
+        with transaction.atomic():
+            failed = _mark_failed(
+                result, OUTCOME_LOST, f"OutcomeLost: worker {worker_id} could not record the end"
+            )
+            if failed:
+                requeued.append(
+                    Recovered(str(result.pk), result.task_path, worker_id, _requeue(result))
+                )
+    return requeued
+
+
+def _mark_failed(result: DBTaskResult, exception_path: str, traceback: str) -> bool:
     # Conditional, so that of several workers starting together only one recovers a task.
-    failed = DBTaskResult.objects.filter(pk=result.pk, status=TaskResultStatus.RUNNING).update(
-        status=TaskResultStatus.FAILED,
-        finished_at=timezone.now(),
-        return_value=None,
-        exception_class_path=WORKER_GONE,
-        traceback=f"WorkerGone: the worker {worker_id} stopped before the task ended",
+    return bool(
+        DBTaskResult.objects.filter(pk=result.pk, status=TaskResultStatus.RUNNING).update(
+            status=TaskResultStatus.FAILED,
+            finished_at=timezone.now(),
+            return_value=None,
+            exception_class_path=exception_path,
+            traceback=traceback,
+        )
+    )
+
+
+def _fail_and_requeue(result: DBTaskResult, worker_id: str) -> Recovered | None:
+    failed = _mark_failed(
+        result, WORKER_GONE, f"WorkerGone: the worker {worker_id} stopped before the task ended"
     )
     if not failed:
         return None
@@ -222,11 +254,16 @@ def _fail_and_requeue(result: DBTaskResult, worker_id: str) -> Recovered | None:
             deaths,
         )
     else:
-        try:
-            task_ = result.task
-        except (ImportError, SuspiciousOperation):
-            logger.error("Task %s: %s is no task any more", result.pk, result.task_path)
-        else:
-            arguments = result.args_kwargs
-            requeued_as = str(task_.enqueue(*arguments["args"], **arguments["kwargs"]).id)
+        requeued_as = _requeue(result)
     return Recovered(str(result.pk), result.task_path, worker_id, requeued_as)
+
+
+def _requeue(result: DBTaskResult) -> str | None:
+    """Queue the task's work again: its id, or None when its function is gone."""
+    try:
+        task_ = result.task
+    except (ImportError, SuspiciousOperation):
+        logger.error("Task %s: %s is no task any more", result.pk, result.task_path)
+        return None
+    arguments = result.args_kwargs
+    return str(task_.enqueue(*arguments["args"], **arguments["kwargs"]).id)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -36,6 +38,36 @@ def manage(
     if check:
         assert result.returncode == 0, result.stderr
     return result
+
+
+def procfile_command(name: str) -> str:
+    """The Procfile's command for process `name`, with this interpreter as `python`."""
+    (line,) = [
+        line for line in (ROOT / "Procfile").read_text().splitlines() if line.startswith(f"{name}:")
+    ]
+    return line.split(":", 1)[1].strip().replace("python ", f"{sys.executable} ")
+
+
+def procfile_process(
+    name: str, home: Path, *, output: int | None = subprocess.DEVNULL, **env: str
+) -> subprocess.Popen[bytes]:
+    """The Procfile's process `name` started as honcho starts it (`sh -c`, a session of its
+    own, so that signals reach the whole group: stop it with stop_group)."""
+    return subprocess.Popen(
+        ["sh", "-c", procfile_command(name)],
+        cwd=ROOT,
+        env=service_env(home, **env),
+        stdout=output,
+        stderr=output,
+        start_new_session=True,
+    )
+
+
+def stop_group(process: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> None:
+    """Send `sig` to the process's whole group (its shell and what the shell started)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, sig)
+    process.wait(timeout=60)
 
 
 def last_line(result: subprocess.CompletedProcess[str]) -> str:

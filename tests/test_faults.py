@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -19,7 +18,15 @@ from memory.health import service_health
 from memory.models import MainMessage
 from orca_memory.db.base import Driver
 from tests.factories import add_message
-from tests.helpers import ROOT, last_line, manage, service_env
+from tests.helpers import (
+    ROOT,
+    last_line,
+    manage,
+    procfile_command,
+    procfile_process,
+    service_env,
+    stop_group,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -149,14 +156,11 @@ def test_a_worker_killed_mid_batch_then_restarted_leaves_exactly_one_vector_each
         finally:
             db.close()
 
+    started = []
+
     def worker() -> subprocess.Popen[bytes]:
-        return subprocess.Popen(
-            ["sh", "-c", WORKER_COMMAND],
-            cwd=ROOT,
-            env=service_env(tmp_path, **env),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        started.append(procfile_process("worker", tmp_path, **env))
+        return started[-1]
 
     try:
         manage(tmp_path, "migrate", "--no-input", **env)
@@ -165,30 +169,27 @@ def test_a_worker_killed_mid_batch_then_restarted_leaves_exactly_one_vector_each
         deadline = time.monotonic() + 60
         while embedded() < 5 and time.monotonic() < deadline:
             time.sleep(0.2)
-        first.send_signal(signal.SIGKILL)  # mid-run: the next batch is in flight
-        first.wait()
+        stop_group(first)  # SIGKILL mid-run: the next batch is in flight
         assert 5 <= embedded() < 30
 
         second = worker()
         deadline = time.monotonic() + 90
         while embedded() < 30 and time.monotonic() < deadline:
             time.sleep(0.5)
-        second.send_signal(signal.SIGTERM)
-        second.wait(timeout=30)
+        stop_group(second, signal.SIGTERM)
         assert embedded() == 30
         counts = last_line(manage(tmp_path, "shell", "-c", VECTORS_PER_MESSAGE, **env))
         assert counts == "30 30 1"  # rows, ids, max per id
     finally:
         server.shutdown()
+        for process in started:
+            stop_group(process)
 
 
-WORKER_COMMAND = next(
-    line.split(":", 1)[1].strip()
-    for line in (ROOT / "Procfile").read_text().splitlines()
-    if line.startswith("worker:")
-).replace("python ", f"{sys.executable} ")
 PRUNE_COMMAND = next(
-    part.strip() for part in WORKER_COMMAND.split("&&") if "prune_db_task_results" in part
+    part.strip()
+    for part in procfile_command("worker").split(";")
+    if "prune_db_task_results" in part
 )
 STORE_30 = (
     "from memory.messages import message_add\n"
