@@ -548,7 +548,7 @@ def test_an_unexpected_error_is_a_json_rpc_error_that_tells_nothing_internal(
     client, key, monkeypatch
 ):
     def crashing(key: str) -> str:
-        raise OperationalError("database is locked: /secret/path/orca.db")
+        raise RuntimeError("a failure nobody expected, in /secret/path/orca.db")
 
     monkeypatch.setattr("memory.mcp_server.agent_for_key", crashing)
     client.raise_request_exception = False  # answered as in production
