@@ -160,8 +160,25 @@ def _short_lock_wait() -> Iterator[None]:
             cursor.execute(f"PRAGMA busy_timeout = {int(before)}")
 
 
+def bearer_key(authorization: str) -> str | None:
+    """The key of an `Authorization: Bearer <key>` header's value, else None: the scheme in
+    any case, and any number of spaces before the key (RFC 7235 allows more than one), read
+    the same way by the JSON API and /mcp."""
+    scheme, _, key = authorization.strip().partition(" ")
+    key = key.strip()
+    if scheme.lower() != "bearer" or not key:
+        return None
+    return key
+
+
 class ApiKeyAuth(HttpBearer):
     """`Authorization: Bearer <key>`; `request.auth` becomes the key's agent_id."""
+
+    def __call__(self, request: HttpRequest) -> str | None:
+        # django-ninja's own reading splits on single spaces: "Bearer  <key>" would fail here
+        # and pass on /mcp.
+        key = bearer_key(request.headers.get(self.header, ""))
+        return None if key is None else self.authenticate(request, key)
 
     def authenticate(self, request: HttpRequest, token: str) -> str | None:
         return agent_for_key(token)

@@ -13,22 +13,42 @@ from __future__ import annotations
 
 import functools
 import logging
+import sys
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import anyio
+import pydantic_core
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
+from mcp.server.mcpserver import Context as ToolContext
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
+from mcp.server.mcpserver.exceptions import (
+    ResourceError,
+    ResourceNotFoundError,
+    ToolError,
+    UnexpectedToolError,
+)
+from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, ErrorData, JSONRPCError, ToolAnnotations
+from mcp.shared.message import SessionMessage
+from mcp_types import (
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    CallToolResult,
+    ErrorData,
+    InputRequiredResult,
+    JSONRPCError,
+    ToolAnnotations,
+    jsonrpc_message_adapter,
+)
 from pydantic import BaseModel, Field, ValidationError
 
 from memory.api import (
@@ -45,7 +65,7 @@ from memory.api import (
     memory_or_404,
     session_or_404,
 )
-from memory.auth import agent_for_key
+from memory.auth import agent_for_key, bearer_key
 from memory.context import Context, context_build
 from memory.maintenance import request_consolidation
 from memory.memories import memories_of, memory_create, memory_expire, memory_update
@@ -55,7 +75,7 @@ from memory.schemas import MessageOut
 from memory.search import MAX_K
 from memory.search import search as search_messages
 from memory.validation import Conflict, InvalidInput, check_identifier
-from orca_memory.errors import Loc, errors_detail, field_errors
+from orca_memory.errors import Loc, errors_detail, field_errors, jsonrpc_error
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +89,28 @@ ACTOR = "mcp"
 # What the API's detail says of an object another agent owns, or none does.
 NOT_FOUND = "Not Found"
 
-server = MCPServer(
+
+class MemoryServer(MCPServer):
+    """The SDK's server, with a tool's arguments refused as the API refuses them."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: ToolContext | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        """The SDK checks the arguments' types (a choice among its values, an id's range)
+        before the tool runs, and answers pydantic's own text, with its URL. Refused here in
+        the API's sentence instead, `role: Input should be 'user', ...`, as a tool error."""
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            invalid = exc.__cause__
+            if isinstance(exc, UnexpectedToolError) or not isinstance(invalid, ValidationError):
+                raise
+            # Located as the API locates a body's fields, under where they were sent.
+            errors = [(("arguments", *loc), msg) for loc, msg in field_errors(invalid.errors())]
+            raise ToolError(f"Error executing tool {name}: {errors_detail(errors)}") from invalid
+
+
+server = MemoryServer(
     "orca-memory",
     instructions=(
         "Long-term memory for this agent. Store every message of a conversation with "
@@ -409,27 +450,83 @@ def memory(memory_id: str) -> dict[str, Any]:
     return _memory_out(memory_or_404(current_agent.get(), int(memory_id)))
 
 
+# --- what the SDK's transports would not answer -------------------------------------------
+
+
+def refusal(raw: str | bytes) -> ErrorData | None:
+    """The JSON-RPC error that answers a POST's body or a stdio line which is not one JSON-RPC
+    message, else None. Checked before the SDK reads it, because its transports leave some of
+    these unanswered: over stdio every line it cannot read (logged, dropped), over HTTP a
+    request whose id is not a string or an integer (read as a notification: 202, never run)."""
+    try:
+        message = pydantic_core.from_json(raw)  # the SDK's own parser, with its depth limit
+    except ValueError as exc:
+        return ErrorData(code=PARSE_ERROR, message=f"Parse error: {exc}")
+    if isinstance(message, list):  # MCP has had no batches since its version of 2025-06-18
+        return ErrorData(
+            code=INVALID_REQUEST, message="Invalid Request: one JSON-RPC message, not a batch"
+        )
+    if isinstance(message, dict) and "method" in message and not _is_request_id(message):
+        return ErrorData(
+            code=INVALID_REQUEST, message="Invalid Request: id must be a string or an integer"
+        )
+    try:
+        jsonrpc_message_adapter.validate_python(message, by_name=False)
+    except ValidationError:
+        return ErrorData(
+            code=INVALID_REQUEST,
+            message="Invalid Request: not a JSON-RPC 2.0 request, notification or response",
+        )
+    return None
+
+
+def _is_request_id(message: dict[str, Any]) -> bool:
+    """Whether a request's id, if it has one, is one MCP allows: JSON-RPC also allows null
+    and fractions, MCP neither (and true, to Python an int, is no number)."""
+    if "id" not in message:
+        return True  # a notification
+    id_ = message["id"]
+    return isinstance(id_, str) or (isinstance(id_, int) and not isinstance(id_, bool))
+
+
+async def serve_stdio() -> None:
+    """The server over stdin and stdout (`manage.py mcp_stdio`), as the SDK's `run("stdio")`,
+    but with each line `refusal` refuses answered with its error; the next line is served."""
+    passed, checked = anyio.create_memory_object_stream[str]()
+    # stdin is read here (any async iterable of lines will do for the SDK), so the SDK does
+    # not point fd 0 at /dev/null while serving: nothing in the tools reads stdin.
+    async with (
+        stdio_server(stdin=checked) as (read_stream, write_stream),  # type: ignore[arg-type]
+        anyio.create_task_group() as tasks,
+    ):
+
+        async def check_lines() -> None:
+            async with passed:
+                async for raw in anyio.wrap_file(sys.stdin.buffer):
+                    line = raw.decode("utf-8", errors="replace")  # as the SDK decodes stdin
+                    if not line.strip():
+                        continue  # no message: nothing to answer
+                    refused = refusal(line)
+                    if refused is None:
+                        await passed.send(line)
+                    else:
+                        error = JSONRPCError(jsonrpc="2.0", id=None, error=refused)
+                        await write_stream.send(SessionMessage(error))
+
+        tasks.start_soon(check_lines)
+        lowlevel = server._lowlevel_server  # as the SDK's run_stdio_async uses it
+        await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+
+
 # --- Streamable HTTP at /mcp ---------------------------------------------------------------
 # JSON-RPC's code for a refused credential is the server's to choose (-32000 to -32099).
 UNAUTHORIZED = -32001
 
 
-def _jsonrpc_error(status: int, code: int, message: str) -> HttpResponse:
-    """An error the transport answers before any JSON-RPC message is read (no request id)."""
-    body = JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(code=code, message=message))
-    return HttpResponse(
-        body.model_dump_json(by_alias=True, exclude_unset=True),
-        status=status,
-        content_type="application/json",
-    )
-
-
 def _agent_of(request: HttpRequest) -> str | None:
     """The agent of the request's `Authorization: Bearer <key>`, as the JSON API reads it."""
-    scheme, _, key = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not key.strip():
-        return None
-    return agent_for_key(key.strip())
+    key = bearer_key(request.headers.get("Authorization", ""))
+    return None if key is None else agent_for_key(key)
 
 
 def _asgi_scope(request: HttpRequest) -> dict[str, Any]:
@@ -498,12 +595,12 @@ def mcp_endpoint(request: HttpRequest) -> HttpResponse:
     """MCP over Streamable HTTP: one JSON-RPC message a POST, answered as JSON. No GET stream
     (405, as the transport allows): the server sends nothing a call did not ask for."""
     if request.method != "POST":
-        response = _jsonrpc_error(405, INVALID_REQUEST, "Method Not Allowed: send POST")
+        response = jsonrpc_error(405, INVALID_REQUEST, "Method Not Allowed: send POST")
         response["Allow"] = "POST"
         return response
     agent = _agent_of(request)
     if agent is None:
-        response = _jsonrpc_error(
+        response = jsonrpc_error(
             401,
             UNAUTHORIZED,
             "Unauthorized: send Authorization: Bearer <API key> "
@@ -511,16 +608,23 @@ def mcp_endpoint(request: HttpRequest) -> HttpResponse:
         )
         response["WWW-Authenticate"] = "Bearer"
         return response
+    if request.content_type != "application/json":
+        return jsonrpc_error(
+            415, INVALID_REQUEST, "Unsupported Media Type: send Content-Type: application/json"
+        )
     try:
         body = request.body
     except RequestDataTooBig:
-        return _jsonrpc_error(413, INVALID_REQUEST, "request body too large")
+        return jsonrpc_error(413, INVALID_REQUEST, "request body too large")
+    refused = refusal(body)
+    if refused is not None:
+        return jsonrpc_error(400, refused.code, refused.message)
     token = current_agent.set(agent)
     try:
         return async_to_sync(_serve)(_asgi_scope(request), body)
     except Exception:
         # Logged with its traceback for the operator; the client learns nothing internal.
         logger.exception("Unhandled error in POST /mcp")
-        return _jsonrpc_error(500, INTERNAL_ERROR, "internal server error")
+        return jsonrpc_error(500, INTERNAL_ERROR, "internal server error")
     finally:
         current_agent.reset(token)

@@ -75,3 +75,38 @@ class ApiErrorsAsJson:
         if allowed:
             replaced["Allow"] = allowed
         return replaced
+
+
+# --- /mcp: errors as JSON-RPC ------------------------------------------------------------
+# MCP's path, and JSON-RPC 2.0's codes for a request refused as a whole and for a failure of
+# the server (mcp_types names them too; not imported here: the SDK is slow to import).
+MCP_PATH = "/mcp"
+JSONRPC_INVALID_REQUEST = -32600
+JSONRPC_INTERNAL_ERROR = -32603
+
+
+def jsonrpc_error(status: int, code: int, message: str) -> HttpResponse:
+    """An error answered before any JSON-RPC request is read, so with no id (`null`)."""
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
+    return HttpResponse(json.dumps(body), status=status, content_type=JSON_CONTENT_TYPE)
+
+
+class McpErrorsAsJsonRpc:
+    """Errors at /mcp that Django answers itself, as JSON-RPC errors: 400 for a Host header not
+    in ALLOWED_HOSTS (answered before the view runs), and the 500 of an exception the view let
+    through. Beside ApiErrorsAsJson, first in MIDDLEWARE, so it sees them all."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if request.path != MCP_PATH or response.status_code < 400 or _is_json(response):
+            return response
+        status = response.status_code
+        code = JSONRPC_INTERNAL_ERROR if status >= 500 else JSONRPC_INVALID_REQUEST
+        phrase = HTTPStatus(status).phrase if status in HTTPStatus else "Error"
+        replaced = jsonrpc_error(status, code, phrase)
+        if "Retry-After" in response:  # a 503's, while the database is unavailable
+            replaced["Retry-After"] = response["Retry-After"]
+        return replaced

@@ -65,6 +65,8 @@ CSRF_FAILURE_VIEW = "orca_memory.pages.csrf_failure"
 MIDDLEWARE = [
     # First, so that every error under /api/ leaves in the API's JSON shape.
     "orca_memory.errors.ApiErrorsAsJson",
+    # As first, for /mcp: its errors leave as JSON-RPC errors.
+    "orca_memory.errors.McpErrorsAsJsonRpc",
     "django.middleware.security.SecurityMiddleware",
     "orca_memory.middleware.Utf8PathMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",

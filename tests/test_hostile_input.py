@@ -587,3 +587,159 @@ def test_after_an_outage_every_message_accepted_into_the_fallback_is_imported(tm
         for session, body in ACCEPTED_DURING_AN_OUTAGE
     ]
     assert sorted(map(json.dumps, rows)) == sorted(map(json.dumps, expected))
+
+
+# --- MCP at /mcp: every transport failure a JSON-RPC error, every refused call the API's -----
+# (issue 30, low item 9). A request refused as a whole answers its HTTP status with
+# {"jsonrpc": "2.0", "id": null, "error": {"code", "message"}} as application/json, never a
+# page or text, and runs nothing; a tool call with an argument the API refuses answers 200
+# with a tool result (isError) in the API's own sentence. tests/test_mcp.py sends the rows
+# that are a body alone to `manage.py mcp_stdio` too, each as one line.
+
+PARSE_ERROR, INVALID_REQUEST, INTERNAL_ERROR, UNAUTHORIZED = -32700, -32600, -32603, -32001
+
+
+def jsonrpc(id_: Any = 1, method: str = "tools/call", **fields: Any) -> str:
+    """A JSON-RPC request storing a message (so that a request run by mistake leaves a row)."""
+    params = {
+        "name": "store_message",
+        "arguments": {"session_id": "s1", "role": "user", "content": "hello"},
+    }
+    return json.dumps({"jsonrpc": "2.0", "id": id_, "method": method, "params": params, **fields})
+
+
+@dataclass(frozen=True)
+class HostileMcp:
+    name: str
+    body: str | bytes
+    status: int
+    code: int  # the JSON-RPC error's
+    content_type: str = JSON
+    headers: dict[str, str] = field(default_factory=dict)
+    key: bool = True  # sent with agent-a's valid key
+    crash: bool = False  # the key check fails with an error nobody expected
+
+
+MCP_CASES = [
+    HostileMcp(
+        "a Host not in ALLOWED_HOSTS",
+        jsonrpc(),
+        400,
+        INVALID_REQUEST,
+        headers={"Host": "evil.example"},
+    ),
+    HostileMcp(
+        "Content-Type text/plain", jsonrpc(), 415, INVALID_REQUEST, content_type="text/plain"
+    ),
+    HostileMcp("no Content-Type", jsonrpc(), 415, INVALID_REQUEST, content_type=""),
+    HostileMcp("no key", jsonrpc(), 401, UNAUTHORIZED, key=False),
+    HostileMcp("an error while the key is checked", jsonrpc(), 500, INTERNAL_ERROR, crash=True),
+    HostileMcp("not JSON", b"{not json", 400, PARSE_ERROR),
+    HostileMcp("NUL bytes", b"\x00\x00\x00", 400, PARSE_ERROR),
+    HostileMcp("a NUL byte inside a request", jsonrpc()[:-1] + "\x00}", 400, PARSE_ERROR),
+    HostileMcp("not UTF-8", b"\xff\xfe{}", 400, PARSE_ERROR),
+    HostileMcp(
+        "nested 5,000 deep",
+        jsonrpc()[:-1] + ', "x": ' + "[" * 5000 + "]" * 5000 + "}",
+        400,
+        PARSE_ERROR,
+    ),
+    HostileMcp("a batch", f"[{jsonrpc()}]", 400, INVALID_REQUEST),
+    HostileMcp("an empty batch", "[]", 400, INVALID_REQUEST),
+    HostileMcp("a number", "1", 400, INVALID_REQUEST),
+    *(
+        HostileMcp(f"id {raw}", jsonrpc(id_), 400, INVALID_REQUEST)
+        for raw, id_ in (("1.5", 1.5), ("1.0", 1.0), ("true", True), ("null", None), ("{}", {}))
+    ),
+    HostileMcp(
+        "id 1.5 on the 2026-07-28 wire",
+        jsonrpc(1.5),
+        400,
+        INVALID_REQUEST,
+        headers={"MCP-Protocol-Version": "2026-07-28"},
+    ),
+    HostileMcp('jsonrpc "1.0"', jsonrpc(jsonrpc="1.0"), 400, INVALID_REQUEST),
+    HostileMcp("neither method nor result", '{"jsonrpc": "2.0", "id": 1}', 400, INVALID_REQUEST),
+]
+
+# (tool, arguments, the tool error after "Error executing tool <tool>: ": the API's sentence)
+MCP_REFUSED_CALLS = [
+    (
+        "store_message",
+        {"session_id": "s1", "role": "robot", "content": "x"},
+        "role: Input should be 'user', 'assistant', 'system' or 'tool'",
+    ),
+    (
+        "store_message",
+        {"session_id": "s1", "role": "user", "content": "x", "msg_type": "rumour"},
+        "msg_type: Input should be 'normal', 'fact', 'todo', 'decision', 'preference' or 'error'",
+    ),
+    (
+        "remember",
+        {"content": "x", "memory_type": "opinion"},
+        "memory_type: Input should be 'preference', 'fact', 'decision' or 'project'",
+    ),
+    (
+        "search",
+        {"query": "x", "mode": "x"},
+        "mode: Input should be 'hybrid', 'lexical' or 'vector'",
+    ),
+    ("list_memories", {"state": "x"}, "state: Input should be 'active' or 'all'"),
+    (
+        "update_memory",
+        {"memory_id": "one"},
+        "memory_id: Input should be a valid integer, unable to parse string as an integer",
+    ),
+]
+
+
+def post_mcp(client, body: str | bytes, content_type: str = JSON, **headers: str):
+    sent = {"Accept": "application/json, text/event-stream", **headers}
+    return client.generic("POST", "/mcp", data=body, content_type=content_type, headers=sent)
+
+
+@pytest.mark.parametrize("case", MCP_CASES, ids=[case.name for case in MCP_CASES])
+def test_a_hostile_mcp_request_gets_a_json_rpc_error_and_runs_nothing(
+    client, api, monkeypatch, case
+):
+    if case.crash:
+
+        def crashing(key: str) -> str:
+            raise RuntimeError("an unexpected failure")
+
+        monkeypatch.setattr("memory.mcp_server.agent_for_key", crashing)
+        client.raise_request_exception = False  # answered as in production
+
+    key = api.headers if case.key else {}
+    response = post_mcp(client, case.body, case.content_type, **key, **case.headers)
+
+    assert response.status_code == case.status, response.content
+    assert response["Content-Type"].startswith(JSON)
+    body = response.json()
+    assert set(body) == {"jsonrpc", "id", "error"} and body["jsonrpc"] == "2.0"
+    assert body["id"] is None
+    assert body["error"]["code"] == case.code
+    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
+    assert not MainMessage.objects.exists()
+
+
+@pytest.mark.parametrize(("tool", "arguments", "sentence"), MCP_REFUSED_CALLS)
+def test_a_refused_mcp_call_is_a_tool_error_in_the_apis_sentence(
+    client, api, tool, arguments, sentence
+):
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 7,
+            "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments},
+        }
+    )
+
+    response = post_mcp(client, body, **api.headers)
+
+    assert response.status_code == 200
+    result = response.json()["result"]
+    assert result["isError"] is True
+    assert result["content"][0]["text"] == f"Error executing tool {tool}: {sentence}"
+    assert not MainMessage.objects.exists()

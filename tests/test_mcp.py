@@ -2,15 +2,19 @@
 
 Most tests run the site in pytest-django's live server (a thread: they run on PostgreSQL
 too); the slow one starts the Procfile's gunicorn, as `make run` does, with two workers.
+Requests the transport refuses, sent raw, go through Django's test client (`send`); the
+stdio tests start `manage.py mcp_stdio`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import queue
 import sqlite3
 import subprocess
 import sys
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +25,8 @@ import hypothesis
 import pytest
 from django.conf import settings
 from django.db import OperationalError, connection
+from django.http import HttpResponse
+from django.test import Client as DjangoClient
 from hypothesis import strategies as st
 from mcp import Client, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -31,8 +37,11 @@ from memory.auth import api_key_create, api_key_revoke
 from memory.models import ConsolidationRun, LongTermMemory, LongTermMemoryHistory, MainMessage
 from tests.helpers import ROOT, database_url, last_line, manage, service_env
 from tests.test_access_log import free_port, procfile_web_command, wait_for
+from tests.test_hostile_input import MCP_CASES
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+JSON = "application/json"
 
 TOOLS = {
     "store_message": {"session_id", "role", "content"},
@@ -84,8 +93,29 @@ def post(base_url: str, body: bytes, key: str | None = None, **headers: str) -> 
     return httpx.post(f"{base_url}/mcp", content=body, headers={**sent, **headers}, timeout=30)
 
 
-def rpc(method: str, params: dict[str, Any] | None = None, id_: int = 1) -> bytes:
-    return json.dumps({"jsonrpc": "2.0", "id": id_, "method": method, "params": params or {}})
+def rpc(method: str, params: dict[str, Any] | None = None, id_: Any = 1) -> bytes:
+    return json.dumps(
+        {"jsonrpc": "2.0", "id": id_, "method": method, "params": params or {}}
+    ).encode()
+
+
+def send(
+    client: DjangoClient, body: bytes, key: str | None, content_type: str = JSON, **headers: str
+) -> HttpResponse:
+    """One request to /mcp through Django's test client, in the test's own thread."""
+    sent = {"Accept": "application/json, text/event-stream", **headers}
+    if key:
+        sent["Authorization"] = f"Bearer {key}"
+    return client.generic("POST", "/mcp", data=body, content_type=content_type, headers=sent)
+
+
+def jsonrpc_error(response: HttpResponse) -> dict[str, Any]:
+    """The error of a JSON-RPC error answered as JSON, after checking it is one."""
+    assert response["Content-Type"].startswith(JSON), response.content[:200]
+    body = response.json()
+    assert set(body) == {"jsonrpc", "id", "error"} and body["jsonrpc"] == "2.0", body
+    assert body["id"] is None
+    return body["error"]
 
 
 @pytest.fixture
@@ -96,6 +126,29 @@ def key() -> str:
 @pytest.fixture
 def other_key() -> str:
     return api_key_create(agent_id="agent-b")[1]
+
+
+ROLES = ["user", "assistant", "system", "tool"]
+MEMORY_TYPES = ["preference", "fact", "decision", "project"]
+# The arguments that take one of a few values, and the values each tool's schema must list.
+CHOICES = {
+    ("store_message", "role"): ROLES,
+    ("store_message", "msg_type"): ["normal", "fact", "todo", "decision", "preference", "error"],
+    ("search", "mode"): ["hybrid", "lexical", "vector"],
+    ("search", "role"): ROLES,
+    ("remember", "memory_type"): MEMORY_TYPES,
+    ("list_memories", "memory_type"): MEMORY_TYPES,
+    ("list_memories", "state"): ["active", "all"],
+    ("update_memory", "memory_type"): MEMORY_TYPES,
+}
+
+
+def choices(schema: dict[str, Any]) -> list[str] | None:
+    """The values a JSON schema's enum allows, an optional argument's (in `anyOf`) too."""
+    for branch in [schema, *schema.get("anyOf", [])]:
+        if "enum" in branch:
+            return branch["enum"]
+    return None
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
@@ -109,8 +162,11 @@ def test_it_lists_the_tools_an_agent_needs_with_their_arguments(live_server, key
         assert set(schema.get("required", [])) == required, name
         assert tools[name].description and "\n" not in tools[name].description
         assert all(field.get("description") for field in schema["properties"].values()), name
-    role = tools["store_message"].input_schema["properties"]["role"]
-    assert role["enum"] == ["user", "assistant", "system", "tool"]
+    advertised = {
+        (name, argument): choices(tools[name].input_schema["properties"][argument])
+        for name, argument in CHOICES
+    }
+    assert advertised == CHOICES
     assert tools["search"].annotations.read_only_hint is True
 
 
@@ -306,7 +362,12 @@ BAD_ARGUMENTS = [
     (
         "store_message",
         {"session_id": "s", "role": "robot", "content": "x"},
-        "Input should be 'user', 'assistant', 'system' or 'tool'",
+        "role: Input should be 'user', 'assistant', 'system' or 'tool'",
+    ),
+    (
+        "store_message",
+        {"session_id": "s", "role": "user", "content": "x", "msg_type": "rumour"},
+        "msg_type: Input should be 'normal', 'fact', 'todo', 'decision', 'preference' or 'error'",
     ),
     (
         "get_context",
@@ -315,6 +376,16 @@ BAD_ARGUMENTS = [
     ),
     ("search", {"query": "tea\x00"}, "query: query must not contain NUL characters"),
     ("search", {"query": "tea", "k": 0}, "k: Input should be greater than or equal to 1"),
+    (
+        "search",
+        {"query": "tea", "mode": "x"},
+        "mode: Input should be 'hybrid', 'lexical' or 'vector'",
+    ),
+    (
+        "search",
+        {"query": "tea", "k": "ten"},
+        "k: Input should be a valid integer, unable to parse string as an integer",
+    ),
     (
         "search",
         {"query": "tea", "since": "2026-05-01T09:00:00"},
@@ -328,14 +399,16 @@ BAD_ARGUMENTS = [
     ),
     (
         "remember",
-        {"content": "x", "memory_type": "rumour"},
-        "Input should be 'preference', 'fact', 'decision' or 'project'",
+        {"content": "x", "memory_type": "opinion"},
+        "memory_type: Input should be 'preference', 'fact', 'decision' or 'project'",
     ),
+    ("remember", {"memory_type": "fact"}, "content: Field required"),
     ("list_memories", {"query": "\x00"}, "query: query must not contain NUL characters"),
+    ("list_memories", {"state": "x"}, "state: Input should be 'active' or 'all'"),
     (
         "update_memory",
         {"memory_id": 2**70},
-        "Input should be less than or equal to 9223372036854775807",
+        "memory_id: Input should be less than or equal to 9223372036854775807",
     ),
     (
         "update_memory",
@@ -358,6 +431,7 @@ def test_bad_arguments_are_tool_errors_with_the_apis_message(live_server, key):
         if not answer.is_error
         or not answer.content[0].text.startswith(f"Error executing tool {tool}: ")
         or message not in answer.content[0].text
+        or "pydantic" in answer.content[0].text  # its own text, with a link to its docs
     ]
     assert wrong == []
     assert not MainMessage.objects.exists() and not LongTermMemory.objects.exists()
@@ -383,12 +457,145 @@ def test_the_api_and_mcp_refuse_the_same_content_with_the_same_message(live_serv
     assert error(answer) == f"Error executing tool remember: {response.json()['detail']}"
 
 
+SAME_REFUSALS = [
+    # (tool, its arguments, the API's method, path and body or query refusing the same value)
+    (
+        "store_message",
+        {"session_id": "s", "role": "robot", "content": "x"},
+        "post",
+        "/sessions/s/messages",
+        {"role": "robot", "content": "x"},
+    ),
+    (
+        "store_message",
+        {"session_id": "s", "role": "user", "content": "x", "msg_type": "rumour"},
+        "post",
+        "/sessions/s/messages",
+        {"role": "user", "content": "x", "msg_type": "rumour"},
+    ),
+    (
+        "remember",
+        {"content": "x", "memory_type": "opinion"},
+        "post",
+        "/memories",
+        {"content": "x", "memory_type": "opinion"},
+    ),
+    ("search", {"query": "tea", "mode": "x"}, "get", "/search", {"q": "tea", "mode": "x"}),
+]
+
+
+@pytest.mark.parametrize(("tool", "arguments", "method", "path", "sent"), SAME_REFUSALS)
+def test_the_api_and_mcp_refuse_a_bad_choice_with_the_same_sentence(
+    client, api, key, tool, arguments, method, path, sent
+):
+    refused = api.get(path, **sent) if method == "get" else api.post(path, sent)
+    answer = send(client, rpc("tools/call", {"name": tool, "arguments": arguments}), key)
+
+    assert refused.status_code == 422
+    assert answer.status_code == 200
+    called = answer.json()["result"]
+    assert called["isError"] is True
+    assert called["content"][0]["text"] == (
+        f"Error executing tool {tool}: {refused.json()['detail']}"
+    )
+    assert not MainMessage.objects.exists() and not LongTermMemory.objects.exists()
+
+
+STORE = {"name": "store_message", "arguments": {"session_id": "s", "role": "user", "content": "x"}}
+
+
+@pytest.mark.parametrize(
+    "id_", [1.5, 1.0, True, None, {}], ids=["1.5", "1.0", "true", "null", "{}"]
+)
+@pytest.mark.parametrize("wire", ["legacy", "2026-07-28"])
+def test_a_request_whose_id_mcp_does_not_allow_is_refused_and_never_runs(client, key, id_, wire):
+    headers = {"MCP-Protocol-Version": wire} if wire != "legacy" else {}
+
+    refused = send(client, rpc("tools/call", STORE, id_), key, **headers)
+    stored = send(client, rpc("tools/call", STORE, "call-1"), key)
+
+    assert refused.status_code == 400
+    assert jsonrpc_error(refused) == {
+        "code": -32600,
+        "message": "Invalid Request: id must be a string or an integer",
+    }
+    assert stored.status_code == 200 and stored.json()["id"] == "call-1"
+    assert MainMessage.objects.count() == 1  # the second request's: the first never ran
+
+
+def test_a_host_not_allowed_or_a_body_not_json_gets_a_json_rpc_error_not_a_page(client, key):
+    wrong_host = send(client, rpc("ping"), key, Host="evil.example")
+    plain_text = send(client, rpc("ping"), key, content_type="text/plain")
+    no_type = send(client, rpc("ping"), key, content_type="")
+    not_json = send(client, b"{'jsonrpc': '2.0'}", key)
+    served = send(client, rpc("ping", id_=2), key)
+
+    assert wrong_host.status_code == 400
+    assert jsonrpc_error(wrong_host) == {"code": -32600, "message": "Bad Request"}
+    for unsupported in (plain_text, no_type):
+        assert unsupported.status_code == 415
+        assert jsonrpc_error(unsupported) == {
+            "code": -32600,
+            "message": "Unsupported Media Type: send Content-Type: application/json",
+        }
+    assert not_json.status_code == 400
+    assert jsonrpc_error(not_json)["code"] == -32700
+    assert jsonrpc_error(not_json)["message"].startswith("Parse error: ")
+    assert served.json() == {"jsonrpc": "2.0", "id": 2, "result": {}}
+
+
+def test_an_unexpected_error_is_a_json_rpc_error_that_tells_nothing_internal(
+    client, key, monkeypatch
+):
+    def crashing(key: str) -> str:
+        raise RuntimeError("a failure nobody expected, in /secret/path/orca.db")
+
+    monkeypatch.setattr("memory.mcp_server.agent_for_key", crashing)
+    client.raise_request_exception = False  # answered as in production
+
+    response = send(client, rpc("tools/call", STORE), key)
+
+    assert response.status_code == 500
+    assert jsonrpc_error(response) == {"code": -32603, "message": "Internal Server Error"}
+    assert not MainMessage.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "header", ["Bearer  {key}", "bearer {key}", "BEARER   {key}", " Bearer {key} "]
+)
+def test_a_key_after_extra_spaces_or_a_scheme_in_any_case_works_on_the_api_and_mcp_alike(
+    client, key, header
+):
+    sent = {"Authorization": header.format(key=key)}
+
+    api = client.get("/api/v1/sessions", headers=sent)
+    mcp = send(client, rpc("ping"), None, **sent)
+
+    assert api.status_code == 200, api.content
+    assert mcp.status_code == 200, mcp.content
+
+
+@pytest.mark.parametrize("header", ["Bearer{key}", "Bearer", "Bearer  ", "Token {key}", "{key}"])
+def test_a_header_that_is_not_bearer_and_a_key_is_refused_on_the_api_and_mcp_alike(
+    client, key, header
+):
+    sent = {"Authorization": header.format(key=key)}
+
+    api = client.get("/api/v1/sessions", headers=sent)
+    mcp = send(client, rpc("ping"), None, **sent)
+
+    assert api.status_code == 401
+    assert mcp.status_code == 401 and jsonrpc_error(mcp)["code"] == -32001
+
+
 def test_malformed_json_rpc_gets_protocol_errors_and_the_server_keeps_serving(live_server, key):
     url = live_server.url
     answers = {
         "not json": post(url, b"{not json", key),
         "not utf-8": post(url, b"\xff\xfe", key),
         "a list": post(url, b"[]", key),
+        "a batch": post(url, b"[" + rpc("ping") + b"]", key),
+        "JSON-RPC 1.0": post(url, rpc("ping").replace(b'"2.0"', b'"1.0"'), key),
         "no method": post(url, b'{"jsonrpc": "2.0", "id": 1}', key),
         "deep": post(
             url,
@@ -415,7 +622,8 @@ def test_malformed_json_rpc_gets_protocol_errors_and_the_server_keeps_serving(li
     }
     assert unknown_tool.json()["result"]["isError"] is True
     assert "Unknown tool: drop_database" in unknown_tool.json()["result"]["content"][0]["text"]
-    assert not_json.status_code == 400
+    assert not_json.status_code == 415
+    assert not_json.json()["error"]["code"] == -32600
     assert get.status_code == 405 and get.headers["Allow"] == "POST"
     listed = with_client(url, key, lambda client: client.list_tools())
     assert len(listed.tools) == len(TOOLS)
@@ -649,3 +857,85 @@ def test_mcp_stdio_serves_the_same_tools_for_one_agent(service):
         ).fetchall()
         database.close()
     assert rows == [("local-agent", "s-9", "Stdio works.")]
+
+
+class StdioSession:
+    """`manage.py mcp_stdio` in a process of its own, spoken to a line at a time."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "manage.py", "mcp_stdio", "--agent", "local-agent"],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        self.lines: queue.Queue[bytes] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            self.lines.put(line)
+
+    def ask(self, line: bytes) -> dict[str, Any]:
+        """Send one line; the one JSON-RPC message it is answered with."""
+        self.process.stdin.write(line + b"\n")
+        self.process.stdin.flush()
+        return json.loads(self.lines.get(timeout=60))
+
+    def close(self) -> str:
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+        return self.process.stderr.read().decode()
+
+
+@pytest.mark.slow
+def test_mcp_stdio_answers_each_line_that_is_no_message_with_an_error_and_serves_the_next(
+    service,
+):
+    env, _ = service
+    # The hostile-input table's rows that are a body alone, each sent as one line.
+    hostile = [
+        case
+        for case in MCP_CASES
+        if case.key and not case.crash and not case.headers and case.content_type == JSON
+    ]
+    session = StdioSession(env)
+    try:
+        initialized = session.ask(
+            rpc(
+                "initialize",
+                {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "test", "version": "1"},
+                },
+                "init",
+            )
+        )
+        answers = []
+        for number, case in enumerate(hostile):
+            body = case.body if isinstance(case.body, bytes) else case.body.encode()
+            answers.append((case, session.ask(body), session.ask(rpc("ping", id_=number))))
+        refused = session.ask(
+            rpc(
+                "tools/call",
+                {"name": "store_message", "arguments": {"session_id": "s", "role": "robot"}},
+                "robot",
+            )
+        )
+    finally:
+        errors = session.close()
+
+    assert initialized["id"] == "init" and "result" in initialized, initialized
+    assert len(hostile) >= 14
+    for number, (case, answer, ping) in enumerate(answers):
+        assert answer["id"] is None and answer["error"]["code"] == case.code, (case.name, answer)
+        assert ping == {"jsonrpc": "2.0", "id": number, "result": {}}, case.name
+    assert refused["result"]["isError"] is True
+    assert refused["result"]["content"][0]["text"] == (
+        "Error executing tool store_message: role: Input should be 'user', 'assistant', "
+        "'system' or 'tool'; content: Field required"
+    )
+    assert "Traceback" not in errors

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from memory.mcp_server import current_agent, server
+from memory.mcp_server import current_agent, serve_stdio
 from memory.validation import InvalidInput, check_identifier
 
 
@@ -26,4 +27,4 @@ class Command(BaseCommand):
         except InvalidInput as exc:
             raise CommandError(str(exc)) from exc
         current_agent.set(agent)  # the whole process is this agent's
-        server.run("stdio")
+        anyio.run(serve_stdio)
