@@ -66,12 +66,13 @@ MIDDLEWARE = [
     # First, so that every error under /api/ leaves in the API's JSON shape.
     "orca_memory.errors.ApiErrorsAsJson",
     "django.middleware.security.SecurityMiddleware",
-    "orca_memory.middleware.Utf8PathMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     # The dashboard's language: the switch's cookie, else the browser's Accept-Language, else
     # English (URLs carry no language prefix). The API's JSON messages stay English.
     "orca_memory.middleware.DashboardLocaleMiddleware",
+    # After the language is chosen: its 400 page is in the visitor's language.
+    "orca_memory.middleware.Utf8PathMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",

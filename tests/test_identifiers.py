@@ -360,19 +360,18 @@ def test_the_backup_folder_of_an_agent_is_its_encoded_name(settings, tmp_path):
 def wsgi_call(monkeypatch):
     """Call the WSGI application as a server would, with the path given as its raw bytes.
 
-    Django's test client cannot send them: Django replaces PATH_INFO with "%XX" text before any
-    middleware runs, which is what orca_memory.middleware.keep_raw_path works around.
+    Django replaces PATH_INFO with "%XX" text before any middleware runs, which is what
+    orca_memory.middleware.keep_raw_path works around: this calls the application gunicorn
+    serves (orca_memory.wsgi's), where it runs as in production.
     """
     from django.core.signals import request_finished, request_started
     from django.core.wsgi import get_wsgi_application
     from django.db import close_old_connections
 
-    from orca_memory.middleware import keep_raw_path
-
     # As Django's test client does: keep the test's connection and transaction open.
     request_started.disconnect(close_old_connections)
     request_finished.disconnect(close_old_connections)
-    application = keep_raw_path(get_wsgi_application())
+    application = get_wsgi_application()
 
     def call(
         method: str, path: bytes, body: dict | None = None, key: str = ""
@@ -411,7 +410,8 @@ def test_a_session_id_that_is_not_utf8_in_the_url_is_refused(wsgi_call):
 
     assert status == 422
     assert json.loads(content) == {
-        "detail": [{"loc": ["path", "session_id"], "msg": "the URL path is not valid UTF-8"}]
+        "detail": "session_id: the URL path is not valid UTF-8",
+        "errors": [{"loc": ["path", "session_id"], "msg": "the URL path is not valid UTF-8"}],
     }
     assert not MainMessage.objects.exists()
     # The same characters sent as text ("%25FF" in the URL) are a valid id.
