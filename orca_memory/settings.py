@@ -153,13 +153,16 @@ DATABASES = {
 # Migration operations marked with hints={"vendor": ...} run on that engine only.
 DATABASE_ROUTERS = ["orca_memory.routers.EngineRouter"]
 
-# The content limit (ORCA_MAX_CONTENT_BYTES) counts the UTF-8 bytes of the decoded text; the
-# body carries it JSON-escaped, which most clients do for everything beyond ASCII (json.dumps'
-# default): an emoji's 4 bytes become 12 (\ud83d\ude00), a control character's 1 byte 6
-# (\u0001). The body cap leaves room for the worst, so that any content within the limit gets
-# through however it is escaped, and the API answers 413 for content over it.
+# The content limit (ORCA_MAX_CONTENT_BYTES) counts the UTF-8 bytes of the decoded text, and
+# the metadata limit (ORCA_MAX_METADATA_BYTES) those of its compact JSON; the body carries both
+# JSON-escaped, which most clients do for everything beyond ASCII (json.dumps' default): an
+# emoji's 4 bytes become 12 (\ud83d\ude00), a control character's 1 byte 6 (\u0001). The body
+# cap leaves room for the worst, so that any message within the limits gets through however it
+# is escaped, and the API answers 413 for content or metadata over them.
 JSON_ESCAPE_FACTOR = 6
-DATA_UPLOAD_MAX_MEMORY_SIZE = JSON_ESCAPE_FACTOR * ORCA.max_content_bytes + 64 * 1024
+DATA_UPLOAD_MAX_MEMORY_SIZE = (
+    JSON_ESCAPE_FACTOR * (ORCA.max_content_bytes + ORCA.max_metadata_bytes) + 64 * 1024
+)
 NINJA_PAGINATION_CLASS = "orca_memory.pagination.BoundedLimitOffsetPagination"
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
