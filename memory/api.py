@@ -46,7 +46,7 @@ from memory.models import (
 )
 from memory.schemas import MessageOut, Text, TextSchema
 from memory.search import MAX_K, search
-from memory.validation import check_datetime, check_identifier, check_metadata
+from memory.validation import check_datetime, check_query, check_stored_identifier
 
 router = Router()
 
@@ -67,12 +67,8 @@ class MessageIn(TextSchema):
     role: Role
     content: str = Text
     msg_type: MessageType = MessageType.NORMAL
+    # Checked by the message flow (check_metadata), which answers 413 when it is too large.
     metadata: dict[str, Any] | None = None
-
-    @field_validator("metadata")
-    @classmethod
-    def _valid_metadata(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        return check_metadata(value)
 
 
 class SessionOut(Schema):
@@ -167,7 +163,10 @@ class MemoryFilters(TextSchema):
 
 
 class SearchFilters(TextSchema):
-    q: str = Field(description="what to look for, in any language")
+    q: str = Field(
+        description="what to look for, in any language: at least one letter or digit (a "
+        "query of only spaces, punctuation, symbols or emoji has nothing to search for)"
+    )
     mode: Literal["hybrid", "lexical", "vector"] = "hybrid"
     k: int = Field(10, ge=1, le=MAX_K)
     session_id: str | None = None
@@ -180,6 +179,11 @@ class SearchFilters(TextSchema):
         description="leave this session's messages out (the caller's current session), "
         "before the lists are fused",
     )
+
+    @field_validator("q")
+    @classmethod
+    def _searchable(cls, value: str) -> str:
+        return check_query("q", value)
 
 
 class SearchHitOut(Schema):
@@ -434,7 +438,7 @@ def delete_session(request: HttpRequest, session_id: str) -> dict[str, Any]:
 def build_context(request: HttpRequest, session_id: str, payload: ContextIn) -> dict[str, Any]:
     """The messages to send for the session's next LLM call, within 60% of `model_window`,
     with an explanation of every layer. Works for a session with no messages yet."""
-    check_identifier("session_id", session_id)
+    check_stored_identifier("session_id", session_id)  # a session stored before today's rule too
     context = context_build(
         agent_id=request.auth,
         session_id=session_id,
@@ -485,9 +489,20 @@ def search_messages(request: HttpRequest, filters: Query[SearchFilters]) -> dict
 
     A message stored in the last 10 minutes whose text is `q` itself (the question the agent
     just stored) is left out, as is `exclude_session`: neither takes a place or changes how
-    the others rank."""
+    the others rank. A query too long for a URL goes by `POST /search`."""
+    return _search_answer(request.auth, filters)
+
+
+@router.post("/search", response=SearchOut, tags=["search"])
+def search_messages_by_post(request: HttpRequest, filters: SearchFilters) -> dict[str, Any]:
+    """`GET /search` with the same fields in a JSON body, and the same answer: for queries
+    longer than a URL may be (gunicorn refuses a request line over 4,094 bytes)."""
+    return _search_answer(request.auth, filters)
+
+
+def _search_answer(agent_id: str, filters: SearchFilters) -> dict[str, Any]:
     result = search(
-        agent_id=request.auth,
+        agent_id=agent_id,
         query=filters.q,
         mode=filters.mode,
         k=filters.k,

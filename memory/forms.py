@@ -27,7 +27,7 @@ from memory.models import (
     ShortTermMemory,
 )
 from memory.search import MODES, SearchResult, search_agents
-from memory.validation import InvalidInput, check_content
+from memory.validation import InvalidInput, check_content, check_query
 
 # --- the dashboard -------------------------------------------------------------------------
 
@@ -247,6 +247,14 @@ class SearchForm(forms.Form):
         super().__init__(data)
         self.agents = agents
         self.fields["agent"].choices = [("", _("all agents")), *((a, a) for a in agents)]
+
+    def clean_q(self) -> str:
+        """The API's rule: a query of only spaces, punctuation or symbols finds nothing (the
+        page shows why, as for an empty one)."""
+        try:
+            return check_query("q", self.cleaned_data["q"])
+        except InvalidInput as exc:
+            raise forms.ValidationError(str(exc)) from exc
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()

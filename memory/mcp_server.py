@@ -74,7 +74,7 @@ from memory.models import MemoryType, MessageType, Role
 from memory.schemas import MessageOut
 from memory.search import MAX_K
 from memory.search import search as search_messages
-from memory.validation import Conflict, InvalidInput, check_identifier
+from memory.validation import Conflict, InvalidInput, check_stored_identifier
 from orca_memory.errors import Loc, errors_detail, field_errors, jsonrpc_error
 
 logger = logging.getLogger(__name__)
@@ -261,7 +261,7 @@ def get_context(
     chat API: a system message with what is remembered (summaries, long-term memories, relevant
     earlier messages of any session), then the session's recent turns, within 60% of
     model_window; with a short explanation of what went in and what was left out."""
-    check_identifier("session_id", session_id)
+    check_stored_identifier("session_id", session_id)
     asked = _validated(ContextIn, query=query, model_window=model_window)
     context = context_build(
         agent_id=current_agent.get(),
@@ -406,7 +406,7 @@ def end_session(session_id: SessionId) -> dict[str, Any]:
     """The session is over: its messages are consolidated into long-term memories in the
     background (queued, or deferred a few seconds when the agent's last run was recent)."""
     agent = current_agent.get()
-    check_identifier("session_id", session_id)
+    check_stored_identifier("session_id", session_id)
     session_or_404(agent, session_id)
     run = request_consolidation(agent_id=agent, session_id=session_id, trigger="session_end")
     ended = {"session_id": session_id, "consolidation": run.status, "run_after": run.run_after}
@@ -427,7 +427,7 @@ TRANSCRIPT_LIMIT = 500
 @functools.partial(_django, refused=ResourceError, missing=ResourceNotFoundError)
 def session_transcript(session_id: str) -> dict[str, Any]:
     agent = current_agent.get()
-    check_identifier("session_id", session_id)
+    check_stored_identifier("session_id", session_id)
     messages = session_or_404(agent, session_id)
     newest = list(messages.reverse()[:TRANSCRIPT_LIMIT])[::-1]
     return {

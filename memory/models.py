@@ -13,7 +13,9 @@ from typing import Any
 
 from django.db import models
 from django.db.models import Count, Max, Min, Sum
+from django.db.models.fields.related_lookups import RelatedIn
 from django.db.models.functions import Now
+from django.db.models.lookups import In
 from django.utils import timezone
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
@@ -51,6 +53,36 @@ class MemoryType(models.TextChoices):
     FACT = "fact", _("Fact")
     DECISION = "decision", _("Decision")
     PROJECT = "project", _("Project")
+
+
+class _InIntegerRange:
+    """`__in` without the values an integer column (or a foreign key to one) cannot hold, as
+    Django's own `__exact` and `__gt` drop one: no row has them, and SQLite's driver fails on
+    an integer beyond 64 bits (OverflowError, a 500) where a form or the admin passes ids a
+    visitor typed (`memory=99999999999999999999`, `_selected_action`, `?id__in=`)."""
+
+    def process_rhs(self, compiler: Any, connection: Any) -> Any:
+        field = self.lhs.output_field
+        field = getattr(field, "target_field", field)  # a foreign key's: the id it holds
+        if self.rhs_is_direct_value() and isinstance(field, models.IntegerField):
+            low, high = connection.ops.integer_field_range(field.get_internal_type())
+            self.rhs = [
+                value
+                for value in self.rhs
+                if not isinstance(value, int)
+                or ((low is None or value >= low) and (high is None or value <= high))
+            ]
+        return super().process_rhs(compiler, connection)
+
+
+@models.IntegerField.register_lookup
+class IntegerFieldIn(_InIntegerRange, In):
+    pass
+
+
+@models.ForeignKey.register_lookup
+class ForeignKeyIn(_InIntegerRange, RelatedIn):
+    pass
 
 
 def _one_of(field: str, choices: type[models.TextChoices], name: str) -> models.CheckConstraint:

@@ -48,6 +48,18 @@ def cjk_terms(text: str | None, *, unigrams: bool = True) -> str:
     return " ".join(terms)
 
 
+# What a query's terms are made of (index_schema.query_terms): letters and digits of any script.
+# FTS5's unicode61 and PostgreSQL's parser split words at everything else (punctuation,
+# symbols, emoji, "_", spaces), and a query's FTS syntax is quoted away (index_sqlite).
+_TERM_CHARACTER = re.compile(r"[^\W_]")
+
+
+def has_terms(query: str) -> bool:
+    """Whether the lexical index can match anything of the query: a letter or a digit (a
+    CJK character is a letter). `*`, `"`, `-` or an emoji alone has none."""
+    return _TERM_CHARACTER.search(query) is not None
+
+
 def fts_terms(text: str | None) -> str:
     """Words and CJK terms of a text in one string, for the `ctx` column."""
     return f"{without_cjk(text)} {cjk_terms(text)}"

@@ -5,8 +5,10 @@ Domain functions raise `InvalidInput`; the API turns it into a 422 with the same
 
 from __future__ import annotations
 
+import json
 import math
 import re
+import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -16,6 +18,8 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.utils.deconstruct import deconstructible
 
+from memory.text import has_terms
+
 # Identifiers (agent, session, sub-agent name) become file names (the JSONL backup and
 # export) and URL path segments: counted in UTF-8 bytes, as file systems count names.
 MAX_IDENTIFIER_BYTES = 200
@@ -23,6 +27,12 @@ MAX_METADATA_DEPTH = 20
 # Control characters (C0, DEL, C1, line and paragraph separators) break logs and URLs;
 # "/" cannot be addressed in an API path, and neither separator belongs in a file name.
 _BAD_IDENTIFIER_CHAR = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029/\\]")
+# Unicode's format characters (category Cf): the bidirectional controls (U+202A-U+202E,
+# U+2066-U+2069, U+200E/U+200F, U+061C), which reverse the text shown after them (a page's
+# line, a log's), and the invisible ones (U+200B-U+200D, U+2060, U+FEFF, U+00AD...), which
+# make two ids that look the same differ. An id is compared, not read: none has a use in one.
+# Refused in ids written anew; content keeps them (text in any language may need them).
+_FORMAT_CATEGORY = "Cf"
 # Python's json reads NaN, Infinity and 1e400 (an infinity); JSON and SQLite's JSON refuse them.
 NON_FINITE_MESSAGE = "numbers must be finite: NaN and Infinity are not JSON"
 
@@ -59,10 +69,27 @@ class Conflict(Exception):
 
 
 def check_identifier(kind: str, value: object) -> str:
-    """An agent id, session id or sub-agent name: one rule wherever it comes in (API,
-    commands, admin, importer). Valid UTF-8 of 1-200 bytes, not only dots ("." and ".." name
-    folders, and clients normalise them out of URLs), no "/" or "\\", no control characters,
-    no leading or trailing spaces."""
+    """An agent id, session id or sub-agent name written anew: one rule wherever it comes in
+    (API, commands, admin, importer). What `check_stored_identifier` asks, and no format
+    character (bidirectional controls, zero-width and other invisible characters)."""
+    value = check_stored_identifier(kind, value)
+    invisible = next((c for c in value if unicodedata.category(c) == _FORMAT_CATEGORY), None)
+    if invisible is not None:
+        name = unicodedata.name(invisible, "a format character")
+        raise InvalidInput(
+            f"{kind} must not contain U+{ord(invisible):04X} ({name}): bidirectional and "
+            "invisible formatting characters make an id look like another",
+            field=kind,
+        )
+    return value
+
+
+def check_stored_identifier(kind: str, value: object) -> str:
+    """An id that names what may be stored already (a session to read, to build a context
+    for, to export): the rule ids have had from the start. Valid UTF-8 of 1-200 bytes, not
+    only dots ("." and ".." name folders, and clients normalise them out of URLs), no "/" or
+    "\\", no control characters, no leading or trailing spaces. Ids stored before the
+    format-character rule of `check_identifier` stay reachable by it."""
     if not isinstance(value, str):
         raise InvalidInput(f"{kind} must be text", field=kind)
     check_text(kind, value)
@@ -106,9 +133,21 @@ def check_content(kind: str, value: str) -> str:
     return check_text(kind, value)
 
 
-def check_metadata(value: Any, depth: int = 0) -> Any:
+def check_metadata(value: Any) -> Any:
     """JSON metadata: nested at most MAX_METADATA_DEPTH levels, every string valid text, every
-    number finite."""
+    number finite, and at most ORCA_MAX_METADATA_BYTES once serialised (compact JSON in
+    UTF-8: `{"a":"é"}` is 10 bytes, however the client escaped it)."""
+    _check_metadata_values(value, 0)
+    limit = settings.ORCA.max_metadata_bytes
+    serialised = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    if len(serialised.encode("utf-8")) > limit:
+        raise ContentTooLarge(
+            f"metadata is larger than {limit} bytes (as compact JSON in UTF-8)", field="metadata"
+        )
+    return value
+
+
+def _check_metadata_values(value: Any, depth: int) -> None:
     if depth > MAX_METADATA_DEPTH:
         raise InvalidInput(
             f"metadata is nested deeper than {MAX_METADATA_DEPTH} levels", field="metadata"
@@ -116,14 +155,26 @@ def check_metadata(value: Any, depth: int = 0) -> Any:
     if isinstance(value, dict):
         for key, item in value.items():
             check_text("metadata", key)
-            check_metadata(item, depth + 1)
+            _check_metadata_values(item, depth + 1)
     elif isinstance(value, list):
         for item in value:
-            check_metadata(item, depth + 1)
+            _check_metadata_values(item, depth + 1)
     elif isinstance(value, str):
         check_text("metadata", value)
     elif isinstance(value, float) and not math.isfinite(value):
         raise InvalidInput(NON_FINITE_MESSAGE, field="metadata")
+
+
+def check_query(kind: str, value: str) -> str:
+    """A search query with something to search for: a letter or a digit (memory.text's
+    `has_terms`). Without one, the lexical index finds nothing and a vector search would
+    answer whatever lies nearest to nothing."""
+    if not has_terms(value):
+        raise InvalidInput(
+            f"{kind} has nothing to search for: give a word, a number or a Chinese character "
+            "(spaces, punctuation, symbols and emoji alone are not searched)",
+            field=kind,
+        )
     return value
 
 

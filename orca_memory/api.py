@@ -108,7 +108,8 @@ ERROR_RESPONSES = {
     "401": "No valid API key.",
     "404": "No such session, message or memory for this agent.",
     "409": "The request contradicts the stored state (a finished sub-agent run).",
-    "413": "Content above max_content_bytes, or a body above the request size limit.",
+    "413": "Content above max_content_bytes, metadata above max_metadata_bytes, or a body "
+    "above the request size limit.",
     "415": "A body that is not declared as application/json.",
     "422": "An invalid field: `errors` lists which (`loc`) and why (`msg`).",
     "500": "An unexpected error, logged on the server.",

@@ -34,6 +34,7 @@ class Config:
     # None: the provider's own (memory.embeddings: 5 for a remote API, more for the local model).
     embedding_batch_size: int | None
     max_content_bytes: int
+    max_metadata_bytes: int
     long_term_cap: int
     vector_cache_mb: int
     jsonl_backup: bool
@@ -146,6 +147,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("orca", "embedding_dim", _positive_int, 1024),
     Setting("orca", "embedding_batch_size", _positive_int, None),
     Setting("orca", "max_content_bytes", _positive_int, 1024 * 1024),
+    Setting("orca", "max_metadata_bytes", _positive_int, 64 * 1024),
     Setting("orca", "long_term_cap", _positive_int, 10_000),
     Setting("orca", "vector_cache_mb", _non_negative_int, 512),
     Setting("orca", "jsonl_backup", _flag, False),

@@ -1,37 +1,45 @@
 """Refuse a URL path that is not valid UTF-8 before any view sees it; choose the language of
 a page (the API's is always English).
 
-Django turns the undecodable bytes of a path back into "%XX" text (`a%FFb` arrives as the
-five characters `a%FFb`), and overwrites the WSGI environ's PATH_INFO with that text, so a
-view would take it for the id the client meant, and nothing after could tell it from an id
-that really contains "%FF" (sent as `a%25FFb`). `keep_raw_path` wraps the WSGI application
-to keep the path's bytes; `Utf8PathMiddleware` refuses the request when they are not UTF-8.
+Django turns the undecodable bytes of a path back into "%XX" text (WSGIRequest's
+`repercent_broken_unicode`: `a%FFb` arrives as the five characters `a%FFb`), and overwrites
+the WSGI environ's PATH_INFO with that text, so a view would take it for the id the client
+meant, and nothing after could tell it from an id that really contains "%FF" (sent as
+`a%25FFb`). `keep_raw_path` keeps the path's bytes: it receives `request_started`, which
+every WSGI handler (gunicorn's and runserver's application, the test client) sends with the
+environ just before it makes the request. `Utf8PathMiddleware` connects it, and refuses the
+request when those bytes are not UTF-8: in the API's error shape under /api/, with the
+site's 400 page elsewhere.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import json
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.core.signals import request_started
+from django.http import HttpRequest, HttpResponse
 from django.middleware.locale import LocaleMiddleware
 from django.urls import Resolver404, resolve
 from django.utils import translation
+from django.utils.translation import gettext as _
+
+from orca_memory.errors import JSON_CONTENT_TYPE, error_body, errors_detail
+from orca_memory.pages import bad_request
 
 RAW_PATH_KEY = "orca.raw_path"
 API_PREFIX = "/api/"
+PATH_NOT_UTF8 = "the URL path is not valid UTF-8"
 
 
-def keep_raw_path(application: Callable[..., Iterable[bytes]]) -> Callable[..., Iterable[bytes]]:
-    """The WSGI application, with the request path's bytes kept in environ[RAW_PATH_KEY]."""
-
-    def wsgi(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+def keep_raw_path(sender: Any, *, environ: dict[str, Any] | None = None, **kwargs: Any) -> None:
+    """The request path's bytes, kept in environ[RAW_PATH_KEY] (a receiver of
+    request_started; ASGI handlers send a scope, not an environ, and are not used here)."""
+    if environ is not None:
         # PEP 3333: the server gives the path's bytes as ISO-8859-1 text.
         environ[RAW_PATH_KEY] = environ.get("PATH_INFO", "").encode("iso-8859-1", "replace")
-        return application(environ, start_response)
-
-    return wsgi
 
 
 def _has_surrogates(value: str) -> bool:
@@ -54,6 +62,7 @@ def _invalid_parameters(raw: bytes) -> list[str]:
 class Utf8PathMiddleware:
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
+        request_started.connect(keep_raw_path, dispatch_uid=RAW_PATH_KEY)
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         raw = request.META.get(RAW_PATH_KEY)
@@ -65,13 +74,17 @@ class Utf8PathMiddleware:
         return self.get_response(request)
 
     def _refuse(self, request: HttpRequest, raw: bytes) -> HttpResponse:
-        message = "the URL path is not valid UTF-8"
         if not request.path_info.startswith(API_PREFIX):
-            return HttpResponseBadRequest(message)
-        # The API's 422 shape: each invalid field with where it is.
-        names = _invalid_parameters(raw) or [None]
-        detail = [{"loc": ["path", name] if name else ["path"], "msg": message} for name in names]
-        return JsonResponse({"detail": detail}, status=422)
+            reason = _("The address is not valid UTF-8: it holds bytes that are not text.")
+            return bad_request(request, UnicodeError(PATH_NOT_UTF8), reason=reason)
+        # The API's 422: each path parameter at fault, or the path as a whole.
+        errors = [(("path", name), PATH_NOT_UTF8) for name in _invalid_parameters(raw)]
+        errors = errors or [(("path",), PATH_NOT_UTF8)]
+        return HttpResponse(
+            json.dumps(error_body(errors_detail(errors), errors)),
+            status=422,
+            content_type=JSON_CONTENT_TYPE,
+        )
 
 
 class DashboardLocaleMiddleware(LocaleMiddleware):

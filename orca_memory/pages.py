@@ -92,14 +92,15 @@ def server_error(request: HttpRequest) -> HttpResponse:
     """500.html in the site's layout, with the visitor's navigation when it can still be read:
     the database it comes from (the user, their permissions) may be what failed, and then the
     page is rendered without the request, as Django's own handler does."""
-    return HttpResponseServerError(_error_body("500.html", request))
+    return HttpResponseServerError(_error_body("500.html", request, {}))
 
 
 @requires_csrf_token
-def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
-    """400.html in the site's layout (a Host not allowed, a malformed request); the request
-    itself may be what is wrong, so it is rendered without it when it must be."""
-    return HttpResponseBadRequest(_error_body("400.html", request))
+def bad_request(request: HttpRequest, exception: Exception, *, reason: str = "") -> HttpResponse:
+    """400.html in the site's layout (a Host not allowed, a malformed request, or the `reason`
+    a caller gives); the request itself may be what is wrong, so it is rendered without it
+    when it must be."""
+    return HttpResponseBadRequest(_error_body("400.html", request, {"reason": reason}))
 
 
 def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
@@ -108,11 +109,11 @@ def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
     return render(request, "403_csrf.html", {"reason": reason}, status=403)
 
 
-def _error_body(template_name: str, request: HttpRequest) -> str:
+def _error_body(template_name: str, request: HttpRequest, context: dict[str, Any]) -> str:
     try:
-        return render_to_string(template_name, request=request)
+        return render_to_string(template_name, context, request=request)
     except Exception:
-        return render_to_string(template_name)
+        return render_to_string(template_name, context)
 
 
 def favicon(request: HttpRequest) -> HttpResponse:

@@ -68,12 +68,13 @@ MIDDLEWARE = [
     # As first, for /mcp: its errors leave as JSON-RPC errors.
     "orca_memory.errors.McpErrorsAsJsonRpc",
     "django.middleware.security.SecurityMiddleware",
-    "orca_memory.middleware.Utf8PathMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     # The dashboard's language: the switch's cookie, else the browser's Accept-Language, else
     # English (URLs carry no language prefix). The API's JSON messages stay English.
     "orca_memory.middleware.DashboardLocaleMiddleware",
+    # After the language is chosen: its 400 page is in the visitor's language.
+    "orca_memory.middleware.Utf8PathMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -154,13 +155,16 @@ DATABASES = {
 # Migration operations marked with hints={"vendor": ...} run on that engine only.
 DATABASE_ROUTERS = ["orca_memory.routers.EngineRouter"]
 
-# The content limit (ORCA_MAX_CONTENT_BYTES) counts the UTF-8 bytes of the decoded text; the
-# body carries it JSON-escaped, which most clients do for everything beyond ASCII (json.dumps'
-# default): an emoji's 4 bytes become 12 (\ud83d\ude00), a control character's 1 byte 6
-# (\u0001). The body cap leaves room for the worst, so that any content within the limit gets
-# through however it is escaped, and the API answers 413 for content over it.
+# The content limit (ORCA_MAX_CONTENT_BYTES) counts the UTF-8 bytes of the decoded text, and
+# the metadata limit (ORCA_MAX_METADATA_BYTES) those of its compact JSON; the body carries both
+# JSON-escaped, which most clients do for everything beyond ASCII (json.dumps' default): an
+# emoji's 4 bytes become 12 (\ud83d\ude00), a control character's 1 byte 6 (\u0001). The body
+# cap leaves room for the worst, so that any message within the limits gets through however it
+# is escaped, and the API answers 413 for content or metadata over them.
 JSON_ESCAPE_FACTOR = 6
-DATA_UPLOAD_MAX_MEMORY_SIZE = JSON_ESCAPE_FACTOR * ORCA.max_content_bytes + 64 * 1024
+DATA_UPLOAD_MAX_MEMORY_SIZE = (
+    JSON_ESCAPE_FACTOR * (ORCA.max_content_bytes + ORCA.max_metadata_bytes) + 64 * 1024
+)
 NINJA_PAGINATION_CLASS = "orca_memory.pagination.BoundedLimitOffsetPagination"
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

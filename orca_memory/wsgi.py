@@ -6,12 +6,9 @@ import os
 from django.core.wsgi import get_wsgi_application
 from django.db import DatabaseError, connection
 
-from orca_memory.middleware import keep_raw_path
-
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "orca_memory.settings")
 
-# keep_raw_path: so that a path which is not UTF-8 can be refused (orca_memory.middleware).
-application = keep_raw_path(get_wsgi_application())
+application = get_wsgi_application()
 
 
 def _say_loudly_if_the_database_is_unavailable() -> None:

@@ -30,6 +30,17 @@ def test_it_has_defaults_without_a_file(tmp_path):
     assert config.siliconflow_api_key is None
     assert config.siliconflow_embedding_model == "Pro/BAAI/bge-m3"
     assert config.siliconflow_base_url == "https://api.siliconflow.cn/v1"
+    assert config.max_content_bytes == 1024 * 1024
+    assert config.max_metadata_bytes == 64 * 1024
+
+
+def test_the_metadata_limit_is_set_by_the_file_or_the_environment(tmp_path):
+    write_config(tmp_path, "[orca]\nmax_metadata_bytes = 1000\n")
+    assert load_config({"ORCA_HOME": str(tmp_path)}).max_metadata_bytes == 1000
+    env = {"ORCA_HOME": str(tmp_path), "ORCA_MAX_METADATA_BYTES": "2048"}
+    assert load_config(env).max_metadata_bytes == 2048
+    with pytest.raises(ConfigError, match="ORCA_MAX_METADATA_BYTES"):
+        load_config({**env, "ORCA_MAX_METADATA_BYTES": "0"})
 
 
 def test_the_file_overrides_defaults_and_the_environment_overrides_the_file(tmp_path):

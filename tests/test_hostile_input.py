@@ -19,19 +19,27 @@ by the tests there; extend the one that fits:
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
+import signal
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
+import httpx
 import pytest
+from django.core.management import CommandError, call_command
 from django.db import OperationalError, connection
 
 from memory import vectors
+from memory.auth import api_key_create
 from memory.memories import memory_create
 from memory.messages import message_add
-from memory.models import MainMessage
-from tests.helpers import last_line, manage
+from memory.models import LongTermMemory, MainMessage
+from tests.helpers import ROOT, last_line, manage, service_env
+from tests.test_access_log import free_port, procfile_web_command, wait_for
 
 pytestmark = pytest.mark.django_db
 
@@ -66,6 +74,19 @@ def escaped(content: str) -> str:
 
 NON_FINITE = ("NaN", "Infinity", "-Infinity", "1e400")
 MODES = ("lexical", "vector", "hybrid")
+METADATA_LIMIT = 64 * 1024  # the default max_metadata_bytes
+# Bidirectional controls, zero-width and other invisible characters (Unicode category Cf).
+FORMAT_CHARACTERS = ("\u202e", "\u2066", "\u200f", "\u061c", "\u200b", "\u200d", "\u2060", "\ufeff")
+# Queries without a letter or a digit: nothing the lexical index has a term for.
+NOTHING_TO_SEARCH = ("", " ", "\t\n", "*", '"', '""', "-", "_", "* - ( )", "?!…", EMOJI, "\u3000")
+
+
+def metadata_of(size: int, filler: str = "x") -> dict[str, str]:
+    """Metadata of exactly `size` bytes as compact JSON in UTF-8 (`filler` of 1 or 2 bytes)."""
+    room = size - len(b'{"k":""}')
+    width = len(filler.encode())
+    return {"k": filler * (room // width) + "x" * (room % width)}
+
 
 CASES = [
     # 1. Non-finite numbers, as bare JSON tokens, wherever they are.
@@ -332,6 +353,138 @@ CASES = [
         escaped(EMOJI * (MIB // 4 + 1)),
         loc=["body", "content"],
     ),
+    # --- issue 30, low items 8, 13, 14, 15, 16 (item 10 and the rest: "issue 30" below) ---
+    # 8. A path that is not UTF-8: the one error shape, pointing at the parameter.
+    *(
+        Hostile(
+            f"a session id that is not UTF-8 ({path})",
+            "POST",
+            path,
+            422,
+            body,
+            loc=["path", "session_id"],
+        )
+        for path, body in (
+            ("/sessions/a%FFb/messages", message()),
+            ("/sessions/a%FFb/messages:batch", {"messages": [message()]}),
+            ("/sessions/%C3%28/context", {}),
+        )
+    ),
+    # 13. Metadata one byte over max_metadata_bytes, counted as compact JSON in UTF-8.
+    Hostile(
+        "metadata one byte over max_metadata_bytes",
+        "POST",
+        "/sessions/s1/messages",
+        413,
+        message(metadata=metadata_of(METADATA_LIMIT + 1)),
+        loc=["body", "metadata"],
+    ),
+    Hostile(
+        "metadata one byte over max_metadata_bytes, escaped as clients send it",
+        "POST",
+        "/sessions/s1/messages",
+        413,
+        json.dumps(message(metadata=metadata_of(METADATA_LIMIT + 1, filler="é"))),
+        loc=["body", "metadata"],
+    ),
+    Hostile(
+        "metadata over max_metadata_bytes in a batch",
+        "POST",
+        "/sessions/s1/messages:batch",
+        413,
+        {"messages": [message(), message(metadata=metadata_of(6 * MIB))]},
+        loc=["body", "messages", 1, "metadata"],
+    ),
+    # 14. Bidirectional and invisible format characters in an id written anew.
+    *(
+        Hostile(
+            f"U+{ord(char):04X} in a session id",
+            "POST",
+            f"/sessions/{quote('s' + char + '1', safe='')}/messages",
+            422,
+            message(),
+            loc=["path", "session_id"],
+        )
+        for char in FORMAT_CHARACTERS
+    ),
+    Hostile(
+        "U+202E in a batch's session id",
+        "POST",
+        f"/sessions/{quote(chr(0x202E) + 's1', safe='')}/messages:batch",
+        422,
+        {"messages": [message()]},
+        loc=["path", "session_id"],
+    ),
+    Hostile(
+        "U+200B in a sub-agent's name",
+        "POST",
+        "/messages/{message}/subagent",
+        422,
+        {"agent_name": "research\u200ber", "role": "assistant", "content": "x"},
+        loc=["body", "agent_name"],
+    ),
+    Hostile(
+        "U+FEFF in a memory's source session",
+        "POST",
+        "/memories",
+        422,
+        {"content": "x", "memory_type": "fact", "source_session": "\ufeffs0"},
+        loc=["body", "source_session"],
+    ),
+    # 15. A query with nothing to search for, in every mode, by GET and by POST.
+    *(
+        Hostile(
+            f"q={q!r} in {mode} search",
+            "GET",
+            "/search",
+            422,
+            query={"q": q, "mode": mode},
+            loc=["query", "q"],
+        )
+        for mode in MODES
+        for q in NOTHING_TO_SEARCH
+    ),
+    *(
+        Hostile(
+            f"q={q!r} in {mode} search by POST",
+            "POST",
+            "/search",
+            422,
+            {"q": q, "mode": mode},
+            loc=["body", "q"],
+        )
+        for mode in MODES
+        for q in ("", "*", '"')
+    ),
+    Hostile(
+        "no q in a search by POST", "POST", "/search", 422, {"mode": "lexical"}, loc=["body", "q"]
+    ),
+    # 16. POST /search takes the GET's fields with the GET's rules.
+    Hostile(
+        "NUL in a search by POST",
+        "POST",
+        "/search",
+        422,
+        {"q": "hel\x00lo"},
+        loc=["body", "q"],
+    ),
+    Hostile(
+        "a date without a time zone in a search by POST",
+        "POST",
+        "/search",
+        422,
+        {"q": "hello", "since": "2024-05-01T10:00:00"},
+        loc=["body", "since"],
+    ),
+    Hostile(
+        "k over 100 in a search by POST",
+        "POST",
+        "/search",
+        422,
+        {"q": "hello", "k": 101},
+        loc=["body", "k"],
+    ),
+    Hostile("a search by POST that is not JSON", "POST", "/search", 400, "q=hello", loc=["body"]),
 ]
 
 
@@ -743,3 +896,264 @@ def test_a_refused_mcp_call_is_a_tool_error_in_the_apis_sentence(
     assert result["isError"] is True
     assert result["content"][0]["text"] == f"Error executing tool {tool}: {sentence}"
     assert not MainMessage.objects.exists()
+
+
+# --- issue 30, low items 8, 10, 13, 14, 15, 16: what a CASES row cannot say -----------------
+# (a dashboard page or form, a refusal on another surface, or what must still be accepted)
+
+
+def test_a_path_that_is_not_utf8_never_reaches_the_id_its_escaped_text_names(api):
+    """Item 8: `a%FFb` (the byte FF) is refused; `a%25FFb` is the literal id "a%FFb"."""
+    refused = api.post("/sessions/a%FFb/messages", message())
+    literal = api.post("/sessions/a%25FFb/messages", message())
+
+    assert refused.status_code == 422 and literal.status_code == 201
+    assert MainMessage.objects.get().session_id == "a%FFb"
+    assert api.get("/sessions/a%FFb/messages").status_code == 422
+    assert api.get("/sessions/a%25FFb/messages").json()["count"] == 1
+
+
+@pytest.mark.parametrize(
+    ("path", "language", "reason"),
+    [
+        ("/sessions/default/a%FFb/", "en", "The address is not valid UTF-8"),
+        ("/memories/%FF/", "zh-hans", "该地址不是有效的 UTF-8"),
+    ],
+)
+def test_the_dashboard_answers_a_path_that_is_not_utf8_with_its_400_page(
+    admin_client, path, language, reason
+):
+    response = admin_client.get(path, headers={"Accept-Language": language})
+
+    assert response.status_code == 400
+    assert response["Content-Type"].startswith("text/html")
+    page = response.content.decode()
+    assert 'class="card narrow error-page"' in page  # templates/error.html, like its 404
+    assert "data-error-reason>" + reason in page
+    assert "ORCA_ALLOWED_HOSTS" not in page  # the hint of a host not allowed is not this
+
+
+HUGE_ID = "99999999999999999999"  # beyond 64 bits: SQLite's driver raised OverflowError
+
+
+@pytest.mark.parametrize("ids", [[HUGE_ID], ["-" + HUGE_ID], [str(2**63)], ["1", HUGE_ID]])
+def test_a_bulk_action_on_ids_beyond_64_bits_is_the_forms_400_and_changes_nothing(
+    admin_client, ids
+):
+    """Item 10: as an id of no memory is (a form error on the 400 page), not a 500."""
+    memory = memory_create(agent_id="a", content="likes tea", memory_type="fact", actor="t")
+    ids = [str(memory.pk) if value == "1" else value for value in ids]
+
+    response = admin_client.post(
+        "/memories/bulk/", {"memory": ids, "action": "delete", "confirmed": "1"}
+    )
+
+    assert response.status_code == 400
+    assert "is not one of the available choices" in response.content.decode()
+    assert LongTermMemory.objects.filter(pk=memory.pk).exists()
+
+
+def test_the_admin_takes_ids_beyond_64_bits_as_ids_of_no_row(admin_client):
+    """Item 10's other holes: the admin's actions (`_selected_action`) and its `__in`
+    filters, on an id and on a foreign key, went to the database as they came."""
+    parent = message_add(agent_id="a", session_id="s", role="user", content="x")
+
+    action = admin_client.post(
+        "/admin/memory/mainmessage/",
+        {"action": "delete_selected", "_selected_action": [HUGE_ID, str(parent.pk)]},
+    )
+    listed = [
+        admin_client.get(path).status_code
+        for path in (
+            f"/admin/memory/mainmessage/?id__in={parent.pk},{HUGE_ID}",
+            f"/admin/subagents/subagentmessage/?parent_msg__in={HUGE_ID}",
+        )
+    ]
+
+    assert action.status_code == 200  # the confirmation page, of the one message that exists
+    assert f"/admin/memory/mainmessage/{parent.pk}/" in action.content.decode()
+    assert listed == [200, 200]
+    assert MainMessage.objects.filter(pk__in=[parent.pk, int(HUGE_ID)]).count() == 1
+
+
+@pytest.fixture
+def small_metadata_limit(settings):
+    settings.ORCA = dataclasses.replace(settings.ORCA, max_metadata_bytes=100)
+
+
+@pytest.mark.parametrize("filler", ["x", "é", "\x01"], ids=["ASCII", "2 bytes", "escaped \\u0001"])
+def test_metadata_of_exactly_max_metadata_bytes_is_stored_however_it_is_escaped(api, filler):
+    """Item 13: counted as compact JSON in UTF-8, not as the client's escapes and spaces."""
+    if filler == "\x01":  # serialised as \u0001 in any JSON: 6 bytes, 6 * 10 + 8 = the limit
+        metadata = {"k": "\x01" * ((METADATA_LIMIT - 8) // 6) + "x" * ((METADATA_LIMIT - 8) % 6)}
+    else:
+        metadata = metadata_of(METADATA_LIMIT, filler)
+    compact = json.dumps(metadata, ensure_ascii=False, separators=(",", ":")).encode()
+    assert len(compact) == METADATA_LIMIT
+
+    response = api.post("/sessions/s1/messages", json.dumps(message(metadata=metadata), indent=4))
+
+    assert response.status_code == 201, response.content[:300]
+    assert MainMessage.objects.get().metadata == metadata
+
+
+def test_metadata_over_the_limit_is_refused_by_the_admin_and_the_importer(
+    admin_client, small_metadata_limit, tmp_path
+):
+    """Item 13 on the surfaces that are not the API (MCP: the test below)."""
+    response = admin_client.post(
+        "/admin/memory/mainmessage/add/",
+        {
+            "agent_id": "a",
+            "session_id": "s",
+            "role": "user",
+            "content": "x",
+            "msg_type": "normal",
+            "metadata": json.dumps({"k": "x" * 100}),
+        },
+    )
+    path = tmp_path / "s.jsonl"
+    path.write_text(json.dumps({"role": "user", "content": "x", "metadata": {"k": "x" * 100}}))
+    out = io.StringIO()
+    with pytest.raises(CommandError):
+        call_command("migrate_jsonl", str(path), "--agent", "a", stdout=out)
+
+    assert response.status_code == 200  # the form again, with the error
+    assert "metadata is larger than 100 bytes" in response.content.decode()
+    assert "metadata is larger than 100 bytes" in out.getvalue()
+    assert not MainMessage.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_mcp_refuses_what_the_api_refuses_in_an_id_metadata_and_a_query(
+    live_server, small_metadata_limit
+):
+    """Items 13, 14 and 15 on MCP, with the API's messages (memory.mcp_server)."""
+    from tests.test_mcp import call, error
+
+    key = api_key_create(agent_id="a")[1]
+    answers = {
+        "metadata": call(
+            live_server.url,
+            key,
+            "store_message",
+            session_id="s",
+            role="user",
+            content="x",
+            metadata={"k": "x" * 100},
+        ),
+        "session": call(
+            live_server.url, key, "store_message", session_id="s\u202e", role="user", content="x"
+        ),
+        "query": call(live_server.url, key, "search", query="*"),
+    }
+
+    assert "metadata is larger than 100 bytes" in error(answers["metadata"])
+    assert "U+202E" in error(answers["session"])
+    assert "query has nothing to search for" in error(answers["query"])
+    assert not MainMessage.objects.exists()
+
+
+def test_ids_stored_before_the_format_character_rule_stay_readable(
+    api, admin_client, tmp_path, django_capture_on_commit_callbacks
+):
+    """Item 14: only ids written anew are refused; a session stored with U+202E or U+200B
+    (by an earlier version) is still listed, shown, read, put in a context and exported."""
+    for session in ("s\u202e1", "s\u200b2"):
+        MainMessage.objects.create(
+            agent_id="agent-a", session_id=session, role="user", content="old", token_count=1
+        )
+
+    pages = [
+        admin_client.get(path)
+        for path in (
+            "/sessions/",
+            f"/sessions/agent-a/{quote('s' + chr(0x202E) + '1', safe='')}/",
+        )
+    ]
+    path = f"/sessions/{quote('s' + chr(0x200B) + '2', safe='')}"
+    read = api.get(path + "/messages")
+    context = api.post(path + "/context", {})
+    written = api.post(path + "/messages", message())
+    call_command("export_jsonl", str(tmp_path), "--session", "s\u200b2", stdout=io.StringIO())
+
+    assert [page.status_code for page in pages] == [200, 200]
+    assert "s\u202e1" in pages[0].content.decode()
+    assert read.status_code == 200 and read.json()["count"] == 1
+    assert context.status_code == 200
+    assert written.status_code == 422  # new messages are refused
+    assert "U+200B" in written.json()["detail"]
+    assert [p.name for p in (tmp_path / "agent-a").iterdir()] == ["s%E2%80%8B2.jsonl"]
+
+
+@pytest.mark.parametrize("q", ["", "*", '"', "   "])
+def test_the_dashboards_search_stays_a_page_for_a_query_with_nothing_to_search(
+    admin_client, existing, q
+):
+    """Item 15: the page with its form and the reason, no hits (the API answers 422)."""
+    response = admin_client.get("/search/", {"q": q, "mode": "vector"})
+
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert 'class="error"' in page and 'class="hits"' not in page
+
+
+def test_search_by_post_answers_as_the_get_and_takes_a_query_too_long_for_a_url(
+    api, existing, fake_embedder
+):
+    """Item 16: gunicorn refuses a request line over 4,094 bytes (limit_request_line)."""
+    fields = {
+        "q": "hello",
+        "mode": "hybrid",
+        "k": 5,
+        "role": "user",
+        "since": "2000-01-01T00:00:00Z",
+    }
+
+    by_get = api.get("/search", **fields)
+    by_post = api.post("/search", fields)
+    long = api.post("/search", {"q": "hello " + "word " * 2000, "mode": "lexical"})
+
+    assert by_get.status_code == by_post.status_code == 200
+    assert by_post.json() == by_get.json() and by_post.json()["hits"]
+    assert long.status_code == 200 and long.json()["hits"]
+    assert len(long.json()["query"]) > 4094
+
+
+@pytest.mark.slow
+def test_under_the_procfiles_gunicorn_long_queries_go_by_post_and_broken_paths_are_refused(
+    tmp_path,
+):
+    """Items 8 and 16 where they were found: gunicorn's own 414 page for a long GET, and the
+    path's bytes as gunicorn decodes them."""
+    home = tmp_path / "orca"
+    manage(home, "migrate", "--no-input")
+    key = last_line(manage(home, "create_api_key", "--agent", "a1"))
+    port = free_port()
+    server = subprocess.Popen(
+        procfile_web_command(f"127.0.0.1:{port}"),
+        cwd=ROOT,
+        env=service_env(home),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    query = {"q": "tea " * 1100, "mode": "lexical"}  # 4,400 characters
+    try:
+        base = f"http://127.0.0.1:{port}/api/v1"
+        wait_for(f"{base}/health", server)
+        with httpx.Client(headers={"Authorization": f"Bearer {key}"}) as http:
+            by_get = http.get(f"{base}/search", params=query)
+            by_post = http.post(f"{base}/search", json=query)
+            broken = http.post(f"{base}/sessions/a%FFb/messages", json=message())
+            literal = http.post(f"{base}/sessions/a%25FFb/messages", json=message())
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.communicate(timeout=30)
+
+    assert by_get.status_code == 414  # gunicorn's, before the service sees it
+    assert by_post.status_code == 200 and by_post.json()["query"] == query["q"]
+    assert broken.status_code == 422
+    assert broken.json()["errors"] == [
+        {"loc": ["path", "session_id"], "msg": "the URL path is not valid UTF-8"}
+    ]
+    assert literal.status_code == 201 and literal.json()["session_id"] == "a%FFb"

@@ -64,6 +64,10 @@ HOSTILE_LINES = [
     (b'{"role": "user", "content": "nul \\u0000"}', "content must not contain NUL"),
     (line(metadata=nested(25)), "metadata is nested deeper than 20 levels"),
     (line(content="x" * (MAX_CONTENT_BYTES + 1)), f"larger than {MAX_CONTENT_BYTES} bytes"),
+    (
+        line(metadata={"k": "x" * 64 * 1024}),  # 64 KiB + 8 as compact JSON
+        "metadata is larger than 65536 bytes",
+    ),
     (line(session_id=5), "session_id must be text"),
     (line(session_id=".."), "session_id must not be only dots"),
     (line(role=["user"]), "unknown role ['user']"),

@@ -8,7 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from memory.jsonl import export_sessions
-from memory.validation import InvalidInput, check_identifier
+from memory.validation import InvalidInput, check_stored_identifier
 
 
 class Command(BaseCommand):
@@ -23,7 +23,7 @@ class Command(BaseCommand):
         for option, kind in (("agent", "agent_id"), ("session", "session_id")):
             if options[option] is not None:
                 try:
-                    check_identifier(kind, options[option])
+                    check_stored_identifier(kind, options[option])
                 except InvalidInput as exc:
                     raise CommandError(str(exc)) from exc
         files = export_sessions(
