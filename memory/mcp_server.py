@@ -24,6 +24,7 @@ import pydantic_core
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError, OperationalError
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from mcp.server.mcpserver import Context as ToolContext
@@ -51,6 +52,7 @@ from mcp_types import (
 )
 from pydantic import BaseModel, Field, ValidationError
 
+from memory import outage
 from memory.api import (
     ContextIn,
     MemoryFilters,
@@ -67,6 +69,7 @@ from memory.api import (
 )
 from memory.auth import agent_for_key, bearer_key
 from memory.context import Context, context_build
+from memory.jsonl import BackupFailed
 from memory.maintenance import request_consolidation
 from memory.memories import memories_of, memory_create, memory_expire, memory_update
 from memory.messages import message_keep
@@ -155,8 +158,8 @@ def _django[**P, T](
     """The tool's (or resource's) body in the request's own thread, where Django's ORM may run
     (it is synchronous) on the request's connection, which Django closes after the request
     (under `mcp_stdio`, in the one thread that keeps the process's connection).
-    The API's errors become `refused` (a 422 or 409 of the API) and `missing` (a 404), with
-    the API's messages."""
+    The API's errors become `refused` (a 422, 409 or 503 of the API) and `missing` (a 404),
+    with the API's messages."""
     call = sync_to_async(flow, thread_sensitive=True)
 
     @functools.wraps(flow)
@@ -167,6 +170,13 @@ def _django[**P, T](
             raise refused(str(exc)) from exc
         except Http404 as exc:
             raise missing(NOT_FOUND) from exc
+        except BackupFailed as exc:
+            raise refused(outage.backup_failed_detail(exc)) from exc
+        except (OperationalError, InterfaceError) as exc:
+            if not outage.is_unavailable(exc):
+                raise
+            logger.error("Database unavailable in an MCP call: %s", exc)
+            raise refused(outage.unavailable_detail(exc)) from exc
 
     # The description a model reads: the docstring without its source indentation.
     handler.__doc__ = " ".join((flow.__doc__ or "").split())

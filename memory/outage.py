@@ -77,3 +77,11 @@ def unavailable_detail(exc: BaseException) -> str:
     return (
         f"the database is unavailable: {why}. Nothing was changed; retry in {RETRY_AFTER_SECONDS} s"
     )
+
+
+def backup_failed_detail(exc: OSError) -> str:
+    """The sentence for messages the JSONL backup could not keep either (jsonl.BackupFailed)."""
+    return (
+        f"the database is unavailable and the JSONL backup could not keep the messages "
+        f"({exc.strerror}). Nothing was kept; retry in {RETRY_AFTER_SECONDS} s"
+    )

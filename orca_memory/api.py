@@ -24,7 +24,12 @@ from ninja.renderers import JSONRenderer
 from memory.api import router as memory_router
 from memory.auth import ApiKeyAuth
 from memory.jsonl import BackupFailed
-from memory.outage import RETRY_AFTER_SECONDS, is_unavailable, unavailable_detail
+from memory.outage import (
+    RETRY_AFTER_SECONDS,
+    backup_failed_detail,
+    is_unavailable,
+    unavailable_detail,
+)
 from memory.validation import (
     NON_FINITE_MESSAGE,
     Conflict,
@@ -291,11 +296,7 @@ def backup_failed(request: HttpRequest, exc: BackupFailed) -> HttpResponse:
     """The database was unavailable and the JSONL backup could not keep the messages either
     (its disk full): nothing is kept, and the client must send them again."""
     logger.error("DATABASE UNAVAILABLE and the JSONL backup failed: %s", exc)
-    return _unavailable(
-        request,
-        f"the database is unavailable and the JSONL backup could not keep the messages "
-        f"({exc.strerror}). Nothing was kept; retry in {RETRY_AFTER_SECONDS} s",
-    )
+    return _unavailable(request, backup_failed_detail(exc))
 
 
 def _unavailable(request: HttpRequest, detail: str) -> HttpResponse:
