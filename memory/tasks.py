@@ -229,4 +229,9 @@ def _fail_and_requeue(result: DBTaskResult, worker_id: str) -> Recovered | None:
         else:
             arguments = result.args_kwargs
             requeued_as = str(task_.enqueue(*arguments["args"], **arguments["kwargs"]).id)
+    if result.task_path == scheduling.CONSOLIDATION:
+        # The run records its own state: it must wait again for the task queued again (the
+        # task only starts waiting runs), or fail when there is none.
+        (run_id,) = result.args_kwargs["args"]
+        maintenance.recover_run(run_id, requeued=requeued_as is not None)
     return Recovered(str(result.pk), result.task_path, worker_id, requeued_as)
