@@ -587,3 +587,72 @@ def test_after_an_outage_every_message_accepted_into_the_fallback_is_imported(tm
         for session, body in ACCEPTED_DURING_AN_OUTAGE
     ]
     assert sorted(map(json.dumps, rows)) == sorted(map(json.dumps, expected))
+
+
+# --- issue 30, low items 11, 18 and 19: regression tests --------------------------------------
+
+# 11. Tool calls stored malformed: the context sends an OpenAI-valid message either way, the
+# well-formed calls only (object arguments as their JSON text), and its item says what it left
+# out. Each: the assistant message's `metadata.tool_calls`, then the calls sent (None: none).
+CALL_9 = {"id": "call_9", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+STORED_TOOL_CALLS = {
+    "an id only": ([{"id": "call_9"}], None),
+    "a numeric name": ([{**CALL_9, "function": {"name": 7, "arguments": "{}"}}], None),
+    "an empty name": ([{**CALL_9, "function": {"name": "", "arguments": "{}"}}], None),
+    "a numeric id": ([{**CALL_9, "id": 9}], None),
+    "another type": ([{**CALL_9, "type": "retrieval"}], None),
+    "no arguments": ([{**CALL_9, "function": {"name": "weather"}}], None),
+    "arguments as a list": ([{**CALL_9, "function": {"name": "weather", "arguments": [1]}}], None),
+    "a call that is a string": (["call_9"], None),
+    "calls that are an object": (CALL_9, None),
+    "object arguments": (
+        [{**CALL_9, "function": {"name": "weather", "arguments": {"city": "杭州"}}}],
+        [{**CALL_9, "function": {"name": "weather", "arguments": '{"city": "杭州"}'}}],
+    ),
+    "no type, extra keys": (
+        [{"id": "call_9", "function": {"name": "weather", "arguments": "{}", "x": 1}, "y": 2}],
+        [CALL_9],
+    ),
+    "the same id twice": ([CALL_9, CALL_9], [CALL_9]),
+    "a good call and a bad one": ([CALL_9, {"id": "call_10"}], [CALL_9]),
+}
+
+
+@pytest.mark.parametrize(
+    ("stored_calls", "sent"), STORED_TOOL_CALLS.values(), ids=STORED_TOOL_CALLS.keys()
+)
+def test_the_context_sends_only_well_formed_tool_calls(api, stored_calls, sent):
+    api.post("/sessions/s1/messages", message(content="weather?"))
+    api.post(
+        "/sessions/s1/messages",
+        {"role": "assistant", "content": "calling", "metadata": {"tool_calls": stored_calls}},
+    )
+    api.post(
+        "/sessions/s1/messages",
+        {"role": "tool", "content": "sunny", "metadata": {"tool_call_id": "call_9"}},
+    )
+
+    body = api.post("/sessions/s1/context", {"model_window": 8192}).json()
+
+    if sent is None:
+        assert body["messages"][-2:] == [
+            {"role": "assistant", "content": "calling"},
+            {"role": "assistant", "content": "[tool result] sunny"},
+        ]
+    else:
+        assert body["messages"][-2:] == [
+            {"role": "assistant", "content": "calling", "tool_calls": sent},
+            {"role": "tool", "tool_call_id": "call_9", "content": "sunny"},
+        ]
+    (calling,) = [
+        item
+        for item in body["explanation"]["layers"]["working"]["items"]
+        if item["content"] == "calling"
+    ]
+    left_out = len(stored_calls) - len(sent or []) if isinstance(stored_calls, list) else 1
+    if left_out:
+        assert calling["details"]["left_out_tool_calls"].startswith(
+            f"{left_out} tool call(s) not sent"
+        )
+    else:
+        assert "left_out_tool_calls" not in calling["details"]
