@@ -19,12 +19,14 @@ by the tests there; extend the one that fits:
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.management import CommandError, call_command
 from django.db import OperationalError, connection
 
 from memory import vectors
@@ -656,3 +658,71 @@ def test_the_context_sends_only_well_formed_tool_calls(api, stored_calls, sent):
         )
     else:
         assert "left_out_tool_calls" not in calling["details"]
+
+
+# 18. export_jsonl into a folder holding a symbolic link where a session's file goes: a
+# one-line CommandError naming the path and why, and nothing written, there or elsewhere.
+# Each: what is planted in DIR (`out`), with `elsewhere` a folder beside it; the error's why.
+PLANTED_IN_THE_EXPORT = {
+    "a link to a folder elsewhere": (
+        lambda out, elsewhere: (out / "a1").symlink_to(elsewhere),
+        "through the symbolic link {out}/a1 to {elsewhere}/s1.jsonl, outside {out}",
+    ),
+    "a dangling link out": (
+        lambda out, elsewhere: (out / "a1").symlink_to(elsewhere / "gone"),
+        "through the symbolic link {out}/a1 to {elsewhere}/gone/s1.jsonl, outside {out}",
+    ),
+    "a link to the session's file elsewhere": (
+        lambda out, elsewhere: (
+            (out / "a1").mkdir(),
+            (out / "a1" / "s1.jsonl").symlink_to(elsewhere / "s1.jsonl"),
+        ),
+        "through the symbolic link {out}/a1/s1.jsonl to {elsewhere}/s1.jsonl, outside {out}",
+    ),
+    "links in a loop": (
+        lambda out, elsewhere: (
+            (out / "a1").mkdir(),
+            (out / "a1" / "s1.jsonl").symlink_to(out / "a1" / "loop"),
+            (out / "a1" / "loop").symlink_to(out / "a1" / "s1.jsonl"),
+        ),
+        "{out}/a1/s1.jsonl cannot be resolved",  # the loop, said as Python's version says it
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("plant", "why"), PLANTED_IN_THE_EXPORT.values(), ids=PLANTED_IN_THE_EXPORT.keys()
+)
+def test_export_jsonl_into_a_folder_with_a_planted_path_says_why_and_writes_nothing(
+    tmp_path, plant, why
+):
+    message_add(agent_id="a0", session_id="s1", role="user", content="exported before a1")
+    message_add(agent_id="a1", session_id="s1", role="user", content="behind the planted path")
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    out.mkdir()
+    elsewhere.mkdir()
+    plant(out, elsewhere)
+    before = sorted(tmp_path.rglob("*"))
+
+    with pytest.raises(CommandError) as refused:
+        call_command("export_jsonl", str(out), stdout=io.StringIO())
+
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message.startswith(f"cannot export into {out}: ")
+    assert why.format(out=out, elsewhere=elsewhere) in message
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_export_jsonl_that_cannot_write_a_file_says_which_in_one_line(tmp_path):
+    message_add(agent_id="a1", session_id="s1", role="user", content="no folder for it")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "a1").write_text("")  # a file where the agent's folder goes
+
+    with pytest.raises(CommandError) as refused:
+        call_command("export_jsonl", str(out), stdout=io.StringIO())
+
+    assert str(refused.value) == (
+        f"cannot export into {out}: [Errno 20] Not a directory: '{out}/a1/s1.jsonl'"
+    )
