@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from django.core.management import CommandError, call_command
 from django.db import OperationalError, connection
 
 from memory import vectors
+from memory.management.commands import local_postgres
 from memory.memories import memory_create
 from memory.messages import message_add
 from memory.models import MainMessage
@@ -726,3 +728,55 @@ def test_export_jsonl_that_cannot_write_a_file_says_which_in_one_line(tmp_path):
     assert str(refused.value) == (
         f"cannot export into {out}: [Errno 20] Not a directory: '{out}/a1/s1.jsonl'"
     )
+
+
+# 19. `local_postgres --stop` says what happened, truthfully: a server that does not stop is
+# an error (the slow test in tests/test_local_postgres.py stops a real one), and nothing to
+# stop starts nothing.
+class FakePgCtl:
+    """pg_ctl for a server that runs and will not stop."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, ...]] = []
+
+    def __call__(self, pgdata: Path, *args: str) -> subprocess.CompletedProcess[str]:
+        self.calls.append(args)
+        if args[0] == "stop":
+            said = "waiting for server to shut down.... failed\npg_ctl: server does not shut down\n"
+            return subprocess.CompletedProcess(args, 1, "", said)
+        return subprocess.CompletedProcess(args, 0, "pg_ctl: server is running (PID: 1)\n", "")
+
+
+@pytest.fixture
+def orca_home(settings, tmp_path) -> Path:
+    settings.ORCA = dataclasses.replace(settings.ORCA, home=tmp_path)
+    return tmp_path
+
+
+def test_local_postgres_stop_of_a_server_that_keeps_running_fails_and_says_so(
+    orca_home, monkeypatch
+):
+    (orca_home / "postgres").mkdir()
+    (orca_home / "postgres" / "PG_VERSION").write_text("18\n")
+    pg_ctl = FakePgCtl()
+    monkeypatch.setattr(local_postgres, "_pg_ctl", pg_ctl)
+
+    with pytest.raises(CommandError) as refused:
+        call_command("local_postgres", "--stop", stderr=io.StringIO())
+
+    assert str(refused.value) == (
+        f"Could not stop the PostgreSQL server in {orca_home / 'postgres'}: waiting for server "
+        "to shut down.... failed pg_ctl: server does not shut down"
+    )
+    assert [call[0] for call in pg_ctl.calls] == ["status", "stop", "status"]
+
+
+def test_local_postgres_stop_with_no_server_starts_none(orca_home):
+    said = io.StringIO()
+
+    call_command("local_postgres", "--stop", stderr=said)
+
+    assert (
+        said.getvalue() == f"No PostgreSQL server in {orca_home / 'postgres'}: nothing to stop.\n"
+    )
+    assert list(orca_home.iterdir()) == []
