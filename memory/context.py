@@ -16,6 +16,7 @@ messages never exceed the budget, and every item reports its id, score, tokens a
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -575,13 +576,38 @@ def _system_message(layers: dict[str, Layer]) -> str | None:
 # --- chat messages -------------------------------------------------------------------------
 
 
-def _tool_calls(item: Item) -> list[dict[str, Any]]:
-    """The OpenAI-style `tool_calls` an assistant message's metadata records, if well formed."""
-    calls = (item.metadata or {}).get("tool_calls")
-    if item.details["role"] != Role.ASSISTANT or not isinstance(calls, list) or not calls:
-        return []
-    valid = all(isinstance(c, dict) and isinstance(c.get("id"), str) for c in calls)
-    return calls if valid else []
+def _tool_call(call: object) -> dict[str, Any] | None:
+    """One recorded tool call in the form OpenAI-compatible chat APIs take, None when it is
+    malformed. Arguments recorded as a JSON object go as its text (the APIs take a string);
+    a call without `type` is a "function" call, the only type there is."""
+    if not isinstance(call, dict) or call.get("type", "function") != "function":
+        return None
+    function = call.get("function")
+    if not isinstance(function, dict):
+        return None
+    call_id, name, arguments = call.get("id"), function.get("name"), function.get("arguments")
+    if isinstance(arguments, dict):
+        arguments = json.dumps(arguments, ensure_ascii=False)
+    if not (call_id and isinstance(call_id, str) and name and isinstance(name, str)):
+        return None
+    if not isinstance(arguments, str):
+        return None
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def _tool_calls(item: Item) -> tuple[list[dict[str, Any]], int]:
+    """The well-formed tool calls an assistant message's metadata records (OpenAI-style
+    `tool_calls`), and how many others it records: those are never sent."""
+    recorded = (item.metadata or {}).get("tool_calls")
+    if item.details["role"] != Role.ASSISTANT or recorded is None:
+        return [], 0
+    if not isinstance(recorded, list):
+        return [], 1
+    calls: dict[str, dict[str, Any]] = {}
+    for call in map(_tool_call, recorded):
+        if call is not None:
+            calls.setdefault(call["id"], call)  # a repeated id would answer two calls
+    return list(calls.values()), len(recorded) - len(calls)
 
 
 def _tool_call_id(item: Item) -> str | None:
@@ -594,7 +620,7 @@ def _paired_calls(items: list[Item]) -> set[int]:
     those answers: the only tool exchanges an OpenAI-compatible API accepts as such."""
     paired: set[int] = set()
     for position, item in enumerate(items):
-        wanted = {call["id"] for call in _tool_calls(item)}
+        wanted = {call["id"] for call in _tool_calls(item)[0]}
         answers = []
         for after in items[position + 1 :]:
             call_id = _tool_call_id(after)
@@ -618,11 +644,18 @@ def chat_messages(items: list[Item]) -> list[dict[str, Any]]:
     """Working memory as OpenAI-compatible chat messages: a tool exchange whose call and
     answers are all present keeps `tool_calls` / `tool_call_id`; any other tool message
     becomes an assistant message in words, since a `tool` message without its call is
-    refused by those APIs."""
+    refused by those APIs. Malformed tool calls are never sent: the message keeps its text,
+    and its item's details say how many calls were left out."""
     paired = _paired_calls(items)
     messages: list[dict[str, Any]] = []
     for item in items:
         role = item.details["role"]
+        calls, malformed = _tool_calls(item)
+        if malformed:
+            item.details["left_out_tool_calls"] = (
+                f"{malformed} tool call(s) not sent, malformed: each needs an id of its own, "
+                'type "function", a function name and its arguments as a string'
+            )
         if role == Role.TOOL and item.id not in paired:
             messages.append({"role": Role.ASSISTANT, "content": _as_text(item)})
         elif role == Role.TOOL:
@@ -630,9 +663,7 @@ def chat_messages(items: list[Item]) -> list[dict[str, Any]]:
                 {"role": role, "tool_call_id": _tool_call_id(item), "content": item.content}
             )
         elif item.id in paired:
-            messages.append(
-                {"role": role, "content": item.content, "tool_calls": _tool_calls(item)}
-            )
+            messages.append({"role": role, "content": item.content, "tool_calls": calls})
         else:
             messages.append({"role": role, "content": item.content})
     return messages

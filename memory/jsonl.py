@@ -284,13 +284,17 @@ def export_sessions(
 ) -> list[Path]:
     """One file per session, `folder/<agent>/<session>.jsonl`, oldest message first.
 
-    Folders created here are 0700 and files 0600, as everything the service writes.
+    Folders created here are 0700 and files 0600, as everything the service writes. Every
+    file's path is checked before anything is written: one that would lead out of `folder`
+    (a symbolic link there) stops the export (UnsafePath) with nothing written.
     """
     rows = MainMessage.objects.all()
     if agent_id is not None:
         rows = rows.filter(agent_id=agent_id)
     if session_id is not None:
         rows = rows.filter(session_id=session_id)
+    sessions = rows.order_by().values_list("agent_id", "session_id").distinct()
+    paths = {(agent, session): _session_file(folder, agent, session) for agent, session in sessions}
     private_dir(folder)
     written: list[Path] = []
     current: tuple[str, str] | None = None
@@ -302,7 +306,7 @@ def export_sessions(
                 current = (message.agent_id, message.session_id)
                 if out is not None:
                     out.close()
-                path = _session_file(folder, *current)
+                path = paths[current]
                 private_dir(path.parent)
                 fd = open_private(path, os.O_WRONLY | os.O_TRUNC)
                 out = os.fdopen(fd, "w", encoding="utf-8")

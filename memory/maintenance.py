@@ -57,9 +57,13 @@ CONSOLIDATION_WINDOW = timedelta(seconds=30)
 STALE_RUN = timedelta(minutes=10)
 STARTED = (RunStatus.RUNNING, RunStatus.DONE, RunStatus.FAILED)
 WINDOW_REASON = "the agent was consolidated less than 30 seconds ago: deferred to run_after"
+BUSY_REASON = "another run of the agent is still going: deferred to run_after"
 NOTHING_NEW_REASON = "nothing new since the session's last run"
 INVALID_ANSWER_REASON = "the chat model's answer was not valid JSON, twice"
 STALE_REASON = "its worker stopped during the run"
+REQUEUED_REASON = "its worker stopped during the run: queued again"
+GIVEN_UP_REASON = "its worker stopped during the run, too often: not run again"
+JOINED_REASON = "its worker stopped during the run: the session's waiting run covers it"
 DUPLICATE_SIMILARITY = 0.8
 # Dedup compares an extracted item with this many of the agent's memories from each index
 # (nearest vectors, best lexical matches), never with all of them.
@@ -300,8 +304,10 @@ def _covered(agent_id: str, session_id: str) -> Covered:
     return Covered(done["message"] or 0, done["summary"] or 0)
 
 
-def _window_end(agent_id: str, now: datetime, *, behind_waiting: bool) -> datetime | None:
-    """When the agent may next be consolidated; None for now.
+def _window_end(
+    agent_id: str, now: datetime, *, behind_waiting: bool
+) -> tuple[datetime, str] | None:
+    """When the agent may next be consolidated, and why it waits; None for now.
 
     The 30 seconds keep two extractions of the agent from running at once (both would merge
     into the same memories): they start 30 s after the last run started, or after a run that
@@ -317,18 +323,20 @@ def _window_end(agent_id: str, now: datetime, *, behind_waiting: bool) -> dateti
         .aggregate(last=Max("started_at"))["last"]
     )
     if last_start is not None:
-        ends.append(last_start + CONSOLIDATION_WINDOW)
+        ends.append((last_start + CONSOLIDATION_WINDOW, WINDOW_REASON))
     if runs.filter(
         status=RunStatus.RUNNING,
         started_at__lte=now - CONSOLIDATION_WINDOW,
         started_at__gt=now - STALE_RUN,
     ).exists():
-        ends.append(now + CONSOLIDATION_WINDOW)  # a long run: look again later
+        ends.append((now + CONSOLIDATION_WINDOW, BUSY_REASON))  # a long run: look again later
     if behind_waiting:
         waiting = runs.filter(status__in=WAITING).values_list("run_after", flat=True)
-        ends += [(run_after or now) + CONSOLIDATION_WINDOW for run_after in waiting]
-    end = max(ends, default=None)
-    return end if end is not None and end > now else None
+        ends += [
+            ((run_after or now) + CONSOLIDATION_WINDOW, WINDOW_REASON) for run_after in waiting
+        ]
+    end = max(ends, default=None, key=lambda end: end[0])
+    return end if end is not None and end[0] > now else None
 
 
 def _join(run: ConsolidationRun, *, trigger: str, up_to: int | None) -> None:
@@ -359,7 +367,7 @@ def request_consolidation(
         if waiting is not None:
             _join(waiting, trigger=trigger, up_to=up_to)
             return waiting
-        run_after = _window_end(agent_id, now, behind_waiting=True)
+        run_after, reason = _window_end(agent_id, now, behind_waiting=True) or (None, "")
         run = ConsolidationRun.objects.create(
             agent_id=agent_id,
             session_id=session_id,
@@ -367,7 +375,7 @@ def request_consolidation(
             status=RunStatus.QUEUED if run_after is None else RunStatus.DEFERRED,
             requested_at=now,
             run_after=run_after,
-            reason="" if run_after is None else WINDOW_REASON,
+            reason=reason,
             last_message_id=up_to,
         )
         scheduling.schedule_consolidation(run)
@@ -404,6 +412,38 @@ def _fail_stale_runs(agent_id: str, now: datetime) -> None:
     ConsolidationRun.objects.filter(
         agent_id=agent_id, status=RunStatus.RUNNING, started_at__lte=now - STALE_RUN
     ).update(status=RunStatus.FAILED, finished_at=now, reason=STALE_REASON)
+
+
+def recover_run(run_id: int, *, requeued: bool) -> None:
+    """The run of a consolidation task whose worker died (memory.tasks.recover_abandoned_tasks,
+    in its transaction): done once, never left `running`.
+
+    A run the dead worker had started (its writes are one transaction, so none of them
+    stayed) waits again as the same run, for the task queued again with it; when the
+    session already has a waiting run, that one covers these messages instead. When the
+    task is not queued again (its workers died too often), the run fails and the session's
+    next run covers its messages. A run that had finished is left as it is.
+    """
+    run = ConsolidationRun.objects.select_for_update().filter(pk=run_id).first()
+    if run is None or run.status not in (RunStatus.RUNNING, *WAITING):
+        return
+    if not requeued:
+        _finish(run, RunStatus.FAILED, GIVEN_UP_REASON)
+        return
+    if run.status != RunStatus.RUNNING:
+        return  # its task died before starting it: the task queued again starts it
+    waiting = ConsolidationRun.objects.filter(
+        agent_id=run.agent_id, session_id=run.session_id, status__in=WAITING
+    ).first()
+    if waiting is not None:
+        _join(waiting, trigger=run.trigger, up_to=run.last_message_id)
+        _finish(run, RunStatus.FAILED, JOINED_REASON)
+        return
+    run.status, run.reason = RunStatus.QUEUED, REQUEUED_REASON
+    run.started_at, run.extractor, run.last_summary_id = None, "", None  # set when it starts
+    if run.trigger == "session_end":
+        run.last_message_id = None  # as a waiting end of session: all there is when it starts
+    run.save()
 
 
 def _newest_id(model: type[MainMessage] | type[ShortTermMemory], run: ConsolidationRun) -> int:
@@ -453,9 +493,9 @@ def _claim(run_id: int, now: datetime) -> tuple[ConsolidationRun, Covered] | Non
         if not _has_new(run, covered, end):
             _start(run, now, end, RunStatus.DONE, NOTHING_NEW_REASON)
             return None
-        run_after = _window_end(run.agent_id, now, behind_waiting=False)
-        if run_after is not None:
-            run.status, run.run_after, run.reason = RunStatus.DEFERRED, run_after, WINDOW_REASON
+        window = _window_end(run.agent_id, now, behind_waiting=False)
+        if window is not None:
+            run.status, (run.run_after, run.reason) = RunStatus.DEFERRED, window
             run.save(update_fields=["status", "run_after", "reason"])
             scheduling.schedule_consolidation(run)
             return None

@@ -214,9 +214,9 @@ def requeue_interrupted(worker_id: str) -> list[Recovered]:
                 result, OUTCOME_LOST, f"OutcomeLost: worker {worker_id} could not record the end"
             )
             if failed:
-                requeued.append(
-                    Recovered(str(result.pk), result.task_path, worker_id, _requeue(result))
-                )
+                again = _requeue(result)
+                _settle_run(result, requeued=again is not None)
+                requeued.append(Recovered(str(result.pk), result.task_path, worker_id, again))
     return requeued
 
 
@@ -255,7 +255,16 @@ def _fail_and_requeue(result: DBTaskResult, worker_id: str) -> Recovered | None:
         )
     else:
         requeued_as = _requeue(result)
+    _settle_run(result, requeued=requeued_as is not None)
     return Recovered(str(result.pk), result.task_path, worker_id, requeued_as)
+
+
+def _settle_run(result: DBTaskResult, *, requeued: bool) -> None:
+    """A consolidation records its own state: its run must wait again for the task queued
+    again (the task only starts waiting runs), or fail when there is none."""
+    if result.task_path == scheduling.CONSOLIDATION:
+        (run_id,) = result.args_kwargs["args"]
+        maintenance.recover_run(run_id, requeued=requeued)
 
 
 def _requeue(result: DBTaskResult) -> str | None:

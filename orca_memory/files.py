@@ -135,13 +135,25 @@ def id_file_name(identifier: str, suffix: str = "") -> str:
     return f"{head}{_HASH_MARK}{digest}{suffix}"
 
 
+class UnsafePath(ValueError):
+    """A path to write that leads out of its folder, or cannot be resolved (a symbolic link
+    planted there to point elsewhere, or links in a loop)."""
+
+
 def path_inside(folder: Path, *names: str) -> Path:
-    """`folder/name/...`, refused (ValueError) if it resolves outside `folder`.
+    """`folder/name/...`, refused (UnsafePath) if it resolves outside `folder`.
 
     The names come from id_file_name and cannot climb out; this check is the second lock,
     and also refuses a symbolic link planted to point elsewhere.
     """
     path = folder.joinpath(*names)
-    if not path.resolve().is_relative_to(folder.resolve()) or path.resolve() == folder.resolve():
-        raise ValueError(f"{path} is outside {folder}")
-    return path
+    try:
+        resolved, root = path.resolve(), folder.resolve()
+    except (OSError, RuntimeError) as exc:  # links in a loop (RuntimeError before Python 3.13)
+        raise UnsafePath(f"{path} cannot be resolved: {exc}") from exc
+    if resolved.is_relative_to(root) and resolved != root:
+        return path
+    steps = [folder.joinpath(*names[: count + 1]) for count in range(len(names))]
+    link = next((step for step in steps if step.is_symlink()), None)
+    through = f" through the symbolic link {link}" if link is not None else ""
+    raise UnsafePath(f"{path} leads{through} to {resolved}, outside {folder}")

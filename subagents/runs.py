@@ -47,6 +47,18 @@ def _check_open(parent: MainMessage, agent_name: str) -> None:
         raise Conflict(f"the run of {agent_name!r} for message {parent.pk} is already finished")
 
 
+def _lock_open(parent: MainMessage, agent_name: str) -> None:
+    """_check_open inside the writing transaction, the parent message's row locked first.
+
+    Finishing and recording on one parent then take turns until the transaction ends, so
+    none of them sees the run open while another finishes it: on PostgreSQL too, whose READ
+    COMMITTED would let each see no result yet (SQLite's write transaction already excludes
+    the others).
+    """
+    list(MainMessage.objects.select_for_update().filter(pk=parent.pk).values_list("pk"))
+    _check_open(parent, agent_name)
+
+
 def subagent_check(*, parent: MainMessage, agent_name: str, role: str, content: str) -> None:
     """What subagent_record checks before it writes; raises InvalidInput, or Conflict when
     the run is finished. Apart so that a form (the admin's) can show the errors."""
@@ -63,7 +75,7 @@ def subagent_record(
     """Record one complete reply of a sub-agent (never streamed tokens)."""
     subagent_check(parent=parent, agent_name=agent_name, role=role, content=content)
     with transaction.atomic():
-        _check_open(parent, agent_name)
+        _lock_open(parent, agent_name)
         return SubagentMessage.objects.create(
             parent_msg=parent,
             session_id=parent.session_id,
@@ -79,7 +91,7 @@ def subagent_finish(*, parent: MainMessage, agent_name: str, content: str) -> Ma
     check_content("content", content)
     result, truncated = truncate_to_tokens(content, RESULT_TOKEN_LIMIT)
     with transaction.atomic():
-        _check_open(parent, agent_name)
+        _lock_open(parent, agent_name)
         return message_add(
             agent_id=parent.agent_id,
             session_id=parent.session_id,

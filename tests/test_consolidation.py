@@ -347,6 +347,7 @@ def test_a_run_going_on_past_30_s_keeps_the_agent_waiting(clock, one_memory_per_
     run = consolidate_session(agent_id="agent-a", session_id="s1")
 
     assert (run.status, run.run_after) == ("deferred", clock.now + timedelta(seconds=30))
+    assert run.reason == "another run of the agent is still going: deferred to run_after"
 
 
 def test_a_run_whose_worker_died_is_failed_and_no_longer_blocks_the_agent(

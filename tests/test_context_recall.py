@@ -292,10 +292,29 @@ def test_a_chinese_query_with_an_english_only_model_does_not_use_vectors(monkeyp
     assert english.degraded == [] and english.layers["recall"].method == "hybrid"
 
 
+def _well_formed_call(call: object) -> bool:
+    """A tool call as OpenAI's chat API takes it."""
+    return (
+        isinstance(call, dict)
+        and set(call) == {"id", "type", "function"}
+        and isinstance(call["id"], str)
+        and call["type"] == "function"
+        and isinstance(call["function"], dict)
+        and set(call["function"]) == {"name", "arguments"}
+        and isinstance(call["function"]["name"], str)
+        and isinstance(call["function"]["arguments"], str)
+    )
+
+
 def _valid_for_openai(messages: list[dict]) -> bool:
-    """The chat API rule: a `tool` message answers a call of the assistant message before it
-    (only tool messages between), and every call of such an assistant message is answered."""
+    """The chat API rules: every tool call is well formed, a `tool` message answers a call of
+    the assistant message before it (only tool messages between), and every call of such an
+    assistant message is answered."""
     for position, message in enumerate(messages):
+        if "tool_calls" in message and not (
+            message["tool_calls"] and all(map(_well_formed_call, message["tool_calls"]))
+        ):
+            return False
         if message["role"] == "tool":
             before = position - 1
             while before >= 0 and messages[before]["role"] == "tool":
@@ -349,6 +368,32 @@ def test_context_messages_are_valid_input_for_openai_compatible_chat_apis():
         "content": "[result of sub-agent researcher] it will rain later",
     } in messages
     assert {"role": "assistant", "content": "[tool result] orphan output"} in messages
+
+
+def test_malformed_tool_calls_are_left_out_of_the_message_and_the_item_says_so():
+    arguments_as_object = dict(CALL, function={"name": "weather", "arguments": {"city": "杭州"}})
+    say("checking", role="assistant", metadata={"tool_calls": [arguments_as_object, {"id": "c9"}]})
+    say("sunny", role="tool", metadata={"tool_call_id": "call_1"})
+    say("and now?", role="assistant", metadata={"tool_calls": [dict(CALL, id="c2", type=7)]})
+    say("rain", role="tool", metadata={"tool_call_id": "c2"})
+
+    context = context_build(agent_id="a1", session_id="s1", query=None, model_window=8192)
+
+    assert _valid_for_openai(context.messages)
+    sent_call = dict(CALL, function={"name": "weather", "arguments": '{"city": "杭州"}'})
+    assert context.messages[-4:] == [
+        {"role": "assistant", "content": "checking", "tool_calls": [sent_call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+        {"role": "assistant", "content": "and now?"},
+        {"role": "assistant", "content": "[tool result] rain"},
+    ]
+    left_out = [item.details.get("left_out_tool_calls") for item in context.layers["working"].items]
+    assert [note and note.split(":")[0] for note in left_out] == [
+        "1 tool call(s) not sent, malformed",
+        None,
+        "1 tool call(s) not sent, malformed",
+        None,
+    ]
 
 
 def test_a_tool_answer_whose_call_fell_out_of_working_memory_is_sent_as_text():

@@ -35,6 +35,7 @@ from django.db import OperationalError, connection
 
 from memory import vectors
 from memory.auth import api_key_create
+from memory.management.commands import local_postgres
 from memory.memories import memory_create
 from memory.messages import message_add
 from memory.models import LongTermMemory, MainMessage
@@ -1157,3 +1158,192 @@ def test_under_the_procfiles_gunicorn_long_queries_go_by_post_and_broken_paths_a
         {"loc": ["path", "session_id"], "msg": "the URL path is not valid UTF-8"}
     ]
     assert literal.status_code == 201 and literal.json()["session_id"] == "a%FFb"
+
+
+# --- issue 30, low items 11, 18 and 19: regression tests --------------------------------------
+
+# 11. Tool calls stored malformed: the context sends an OpenAI-valid message either way, the
+# well-formed calls only (object arguments as their JSON text), and its item says what it left
+# out. Each: the assistant message's `metadata.tool_calls`, then the calls sent (None: none).
+CALL_9 = {"id": "call_9", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+STORED_TOOL_CALLS = {
+    "an id only": ([{"id": "call_9"}], None),
+    "a numeric name": ([{**CALL_9, "function": {"name": 7, "arguments": "{}"}}], None),
+    "an empty name": ([{**CALL_9, "function": {"name": "", "arguments": "{}"}}], None),
+    "a numeric id": ([{**CALL_9, "id": 9}], None),
+    "another type": ([{**CALL_9, "type": "retrieval"}], None),
+    "no arguments": ([{**CALL_9, "function": {"name": "weather"}}], None),
+    "arguments as a list": ([{**CALL_9, "function": {"name": "weather", "arguments": [1]}}], None),
+    "a call that is a string": (["call_9"], None),
+    "calls that are an object": (CALL_9, None),
+    "object arguments": (
+        [{**CALL_9, "function": {"name": "weather", "arguments": {"city": "杭州"}}}],
+        [{**CALL_9, "function": {"name": "weather", "arguments": '{"city": "杭州"}'}}],
+    ),
+    "no type, extra keys": (
+        [{"id": "call_9", "function": {"name": "weather", "arguments": "{}", "x": 1}, "y": 2}],
+        [CALL_9],
+    ),
+    "the same id twice": ([CALL_9, CALL_9], [CALL_9]),
+    "a good call and a bad one": ([CALL_9, {"id": "call_10"}], [CALL_9]),
+}
+
+
+@pytest.mark.parametrize(
+    ("stored_calls", "sent"), STORED_TOOL_CALLS.values(), ids=STORED_TOOL_CALLS.keys()
+)
+def test_the_context_sends_only_well_formed_tool_calls(api, stored_calls, sent):
+    api.post("/sessions/s1/messages", message(content="weather?"))
+    api.post(
+        "/sessions/s1/messages",
+        {"role": "assistant", "content": "calling", "metadata": {"tool_calls": stored_calls}},
+    )
+    api.post(
+        "/sessions/s1/messages",
+        {"role": "tool", "content": "sunny", "metadata": {"tool_call_id": "call_9"}},
+    )
+
+    body = api.post("/sessions/s1/context", {"model_window": 8192}).json()
+
+    if sent is None:
+        assert body["messages"][-2:] == [
+            {"role": "assistant", "content": "calling"},
+            {"role": "assistant", "content": "[tool result] sunny"},
+        ]
+    else:
+        assert body["messages"][-2:] == [
+            {"role": "assistant", "content": "calling", "tool_calls": sent},
+            {"role": "tool", "tool_call_id": "call_9", "content": "sunny"},
+        ]
+    (calling,) = [
+        item
+        for item in body["explanation"]["layers"]["working"]["items"]
+        if item["content"] == "calling"
+    ]
+    left_out = len(stored_calls) - len(sent or []) if isinstance(stored_calls, list) else 1
+    if left_out:
+        assert calling["details"]["left_out_tool_calls"].startswith(
+            f"{left_out} tool call(s) not sent"
+        )
+    else:
+        assert "left_out_tool_calls" not in calling["details"]
+
+
+# 18. export_jsonl into a folder holding a symbolic link where a session's file goes: a
+# one-line CommandError naming the path and why, and nothing written, there or elsewhere.
+# Each: what is planted in DIR (`out`), with `elsewhere` a folder beside it; the error's why.
+PLANTED_IN_THE_EXPORT = {
+    "a link to a folder elsewhere": (
+        lambda out, elsewhere: (out / "a1").symlink_to(elsewhere),
+        "through the symbolic link {out}/a1 to {elsewhere}/s1.jsonl, outside {out}",
+    ),
+    "a dangling link out": (
+        lambda out, elsewhere: (out / "a1").symlink_to(elsewhere / "gone"),
+        "through the symbolic link {out}/a1 to {elsewhere}/gone/s1.jsonl, outside {out}",
+    ),
+    "a link to the session's file elsewhere": (
+        lambda out, elsewhere: (
+            (out / "a1").mkdir(),
+            (out / "a1" / "s1.jsonl").symlink_to(elsewhere / "s1.jsonl"),
+        ),
+        "through the symbolic link {out}/a1/s1.jsonl to {elsewhere}/s1.jsonl, outside {out}",
+    ),
+    "links in a loop": (
+        lambda out, elsewhere: (
+            (out / "a1").mkdir(),
+            (out / "a1" / "s1.jsonl").symlink_to(out / "a1" / "loop"),
+            (out / "a1" / "loop").symlink_to(out / "a1" / "s1.jsonl"),
+        ),
+        "{out}/a1/s1.jsonl cannot be resolved",  # the loop, said as Python's version says it
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("plant", "why"), PLANTED_IN_THE_EXPORT.values(), ids=PLANTED_IN_THE_EXPORT.keys()
+)
+def test_export_jsonl_into_a_folder_with_a_planted_path_says_why_and_writes_nothing(
+    tmp_path, plant, why
+):
+    message_add(agent_id="a0", session_id="s1", role="user", content="exported before a1")
+    message_add(agent_id="a1", session_id="s1", role="user", content="behind the planted path")
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    out.mkdir()
+    elsewhere.mkdir()
+    plant(out, elsewhere)
+    before = sorted(tmp_path.rglob("*"))
+
+    with pytest.raises(CommandError) as refused:
+        call_command("export_jsonl", str(out), stdout=io.StringIO())
+
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message.startswith(f"cannot export into {out}: ")
+    assert why.format(out=out, elsewhere=elsewhere) in message
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_export_jsonl_that_cannot_write_a_file_says_which_in_one_line(tmp_path):
+    message_add(agent_id="a1", session_id="s1", role="user", content="no folder for it")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "a1").write_text("")  # a file where the agent's folder goes
+
+    with pytest.raises(CommandError) as refused:
+        call_command("export_jsonl", str(out), stdout=io.StringIO())
+
+    assert str(refused.value) == (
+        f"cannot export into {out}: [Errno 20] Not a directory: '{out}/a1/s1.jsonl'"
+    )
+
+
+# 19. `local_postgres --stop` says what happened, truthfully: a server that does not stop is
+# an error (the slow test in tests/test_local_postgres.py stops a real one), and nothing to
+# stop starts nothing.
+class FakePgCtl:
+    """pg_ctl for a server that runs and will not stop."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, ...]] = []
+
+    def __call__(self, pgdata: Path, *args: str) -> subprocess.CompletedProcess[str]:
+        self.calls.append(args)
+        if args[0] == "stop":
+            said = "waiting for server to shut down.... failed\npg_ctl: server does not shut down\n"
+            return subprocess.CompletedProcess(args, 1, "", said)
+        return subprocess.CompletedProcess(args, 0, "pg_ctl: server is running (PID: 1)\n", "")
+
+
+@pytest.fixture
+def orca_home(settings, tmp_path) -> Path:
+    settings.ORCA = dataclasses.replace(settings.ORCA, home=tmp_path)
+    return tmp_path
+
+
+def test_local_postgres_stop_of_a_server_that_keeps_running_fails_and_says_so(
+    orca_home, monkeypatch
+):
+    (orca_home / "postgres").mkdir()
+    (orca_home / "postgres" / "PG_VERSION").write_text("18\n")
+    pg_ctl = FakePgCtl()
+    monkeypatch.setattr(local_postgres, "_pg_ctl", pg_ctl)
+
+    with pytest.raises(CommandError) as refused:
+        call_command("local_postgres", "--stop", stderr=io.StringIO())
+
+    assert str(refused.value) == (
+        f"Could not stop the PostgreSQL server in {orca_home / 'postgres'}: waiting for server "
+        "to shut down.... failed pg_ctl: server does not shut down"
+    )
+    assert [call[0] for call in pg_ctl.calls] == ["status", "stop", "status"]
+
+
+def test_local_postgres_stop_with_no_server_starts_none(orca_home):
+    said = io.StringIO()
+
+    call_command("local_postgres", "--stop", stderr=said)
+
+    assert (
+        said.getvalue() == f"No PostgreSQL server in {orca_home / 'postgres'}: nothing to stop.\n"
+    )
+    assert list(orca_home.iterdir()) == []

@@ -16,6 +16,7 @@ from django.core.management import CommandError, call_command
 from memory import jsonl, jsonl_import
 from memory.messages import message_add
 from memory.models import MainMessage
+from orca_memory.files import UnsafePath
 from tests.helpers import ROOT, last_line, manage, service_env
 
 pytestmark = pytest.mark.django_db
@@ -196,6 +197,21 @@ def test_imported_messages_get_token_counts_and_wait_for_their_embedding(tmp_pat
     migrate(str(write(tmp_path / "s.jsonl", {"role": "user", "content": "a message long enough"})))
     message = MainMessage.objects.get()
     assert message.token_count == 6 and message in MainMessage.objects.awaiting_embedding()
+
+
+def test_an_export_whose_folder_holds_a_link_out_writes_nothing(tmp_path):
+    message_add(agent_id="a0", session_id="s1", role="user", content="first in the export")
+    message_add(agent_id="a1", session_id="s1", role="user", content="behind the link")
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    out.mkdir()
+    elsewhere.mkdir()
+    (out / "a1").symlink_to(elsewhere)
+
+    with pytest.raises(UnsafePath, match=f"through the symbolic link {out / 'a1'} to {elsewhere}"):
+        jsonl.export_sessions(out)
+
+    assert list(out.iterdir()) == [out / "a1"]  # nor a0's file: every path is checked first
+    assert list(elsewhere.iterdir()) == []
 
 
 def test_export_then_import_into_an_empty_database_gives_the_same_rows(tmp_path):

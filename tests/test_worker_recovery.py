@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 from django.tasks import TaskResultStatus
+from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
-from memory import tasks
-from memory.models import ShortTermMemory
+from memory import maintenance, scheduling, tasks
+from memory.models import ConsolidationRun, LongTermMemory, RunStatus, ShortTermMemory
 from memory.tasks import (
     WorkerGone,
     WorkerIdentity,
@@ -25,6 +26,7 @@ from memory.tasks import (
     recover_abandoned_tasks,
     summarize_turn_task,
 )
+from tests.factories import add_message
 from tests.helpers import ROOT, manage, service_env
 
 GONE = f"{WorkerGone.__module__}.{WorkerGone.__qualname__}"
@@ -149,6 +151,104 @@ def test_a_summary_run_again_after_its_worker_died_is_not_stored_twice(conversat
     assert ShortTermMemory.objects.filter(reply_id=conversation.reply.pk).count() == 1
 
 
+# --- a consolidation run whose worker died ----------------------------------------------------
+
+PREFERENCE = "I prefer green tea in the morning."
+
+
+def consolidation_left_running(
+    worker: WorkerIdentity, *, finished: bool = False
+) -> tuple[ConsolidationRun, DBTaskResult]:
+    """A session's consolidation as a worker leaves it when killed during its task: the task
+    claimed (RUNNING) and the run started (`running`, its memories not written), or, when
+    `finished`, the run done and the worker killed before it recorded the task's end."""
+    add_message(PREFERENCE, session_id="s1")
+    run = maintenance.request_consolidation(agent_id="a1", session_id="s1", trigger="session_end")
+    result = DBTaskResult.objects.get(task_path=scheduling.CONSOLIDATION)
+    result.claim(str(worker))
+    if finished:
+        assert maintenance.run_consolidation(run.pk) is not None
+    else:
+        assert maintenance._claim(run.pk, timezone.now()) is not None
+    run.refresh_from_db()
+    assert run.status == (RunStatus.DONE if finished else RunStatus.RUNNING)
+    return run, result
+
+
+def run_requeued(entry: tasks.Recovered) -> None:
+    """The task queued again, run as the next worker runs it."""
+    again = DBTaskResult.objects.get(pk=entry.requeued_as)
+    again.task.call(*again.args_kwargs["args"], **again.args_kwargs["kwargs"])
+
+
+def test_a_consolidation_whose_worker_died_is_queued_again_as_the_same_run_and_done_once(queued):
+    run, _ = consolidation_left_running(dead_worker())
+
+    (entry,) = recover_abandoned_tasks()
+
+    run.refresh_from_db()
+    assert (run.status, run.reason) == (RunStatus.QUEUED, maintenance.REQUEUED_REASON)
+    assert LongTermMemory.objects.count() == 0
+    run_requeued(entry)
+    run_requeued(entry)  # a second delivery of the same task finds the run done
+
+    run.refresh_from_db()
+    assert (run.status, run.created) == (RunStatus.DONE, 1)
+    assert list(LongTermMemory.objects.values_list("content", flat=True)) == [PREFERENCE]
+    assert ConsolidationRun.objects.count() == 1
+
+
+def test_a_consolidation_that_had_finished_when_its_worker_died_is_not_redone(queued):
+    run, _ = consolidation_left_running(dead_worker(), finished=True)
+
+    (entry,) = recover_abandoned_tasks()
+    run_requeued(entry)
+
+    again = ConsolidationRun.objects.get(pk=run.pk)
+    assert (again.status, again.finished_at, again.created) == (RunStatus.DONE, run.finished_at, 1)
+    assert LongTermMemory.objects.count() == 1
+    assert ConsolidationRun.objects.count() == 1
+
+
+def test_a_consolidation_whose_workers_died_too_often_fails_and_frees_the_session(queued):
+    run, result = consolidation_left_running(dead_worker())
+    for _ in range(tasks.MAX_WORKER_DEATHS - 1):
+        (entry,) = recover_abandoned_tasks()
+        DBTaskResult.objects.get(pk=entry.requeued_as).claim(str(dead_worker()))
+        assert maintenance._claim(run.pk, timezone.now()) is not None
+
+    (entry,) = recover_abandoned_tasks()
+
+    assert entry.requeued_as is None
+    run.refresh_from_db()
+    assert (run.status, run.reason) == (RunStatus.FAILED, maintenance.GIVEN_UP_REASON)
+    again = maintenance.request_consolidation(agent_id="a1", session_id="s1", trigger="session_end")
+    assert again.pk != run.pk
+
+
+def test_a_dead_run_of_a_session_that_waits_again_is_covered_by_the_waiting_run(
+    queued, monkeypatch
+):
+    run, _ = consolidation_left_running(dead_worker())
+    add_message("I decided to take the train.", session_id="s1")
+    waiting = maintenance.request_consolidation(
+        agent_id="a1", session_id="s1", trigger="session_end"
+    )
+    assert waiting.pk != run.pk
+
+    recover_abandoned_tasks()
+
+    run.refresh_from_db()
+    assert (run.status, run.reason) == (RunStatus.FAILED, maintenance.JOINED_REASON)
+    waiting.refresh_from_db()
+    assert (waiting.status, waiting.reason) == (RunStatus.DEFERRED, maintenance.WINDOW_REASON)
+    monkeypatch.setattr(timezone, "now", lambda: waiting.run_after)  # its task runs then
+    maintenance.run_consolidation(waiting.pk)
+    waiting.refresh_from_db()
+    assert (waiting.status, waiting.created) == (RunStatus.DONE, 2)
+    assert LongTermMemory.objects.count() == 2
+
+
 # --- the real worker, killed ---------------------------------------------------------------
 
 
@@ -216,3 +316,84 @@ def test_a_killed_workers_task_is_failed_and_run_again_by_the_next_worker(tmp_pa
     assert (again["status"], again["task_path"]) == ("SUCCESSFUL", killed["task_path"])
     assert f"left running by worker {killed_worker}, which is gone" in second.stderr
     assert task_rows(db_path)[0]["exception_class_path"] == GONE
+
+
+def consolidation_runs(db_path: Path) -> list[dict[str, object]]:
+    with closing(sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)) as connection:
+        connection.row_factory = sqlite3.Row
+        rows = connection.execute(
+            "SELECT id, status, extractor, created, merged, reason FROM "
+            f"{ConsolidationRun._meta.db_table} ORDER BY id"
+        ).fetchall()
+    return [dict(row) for row in rows]
+
+
+def long_term_memories(db_path: Path) -> list[str]:
+    with closing(sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)) as connection:
+        return [
+            content
+            for (content,) in connection.execute(
+                f"SELECT content FROM {LongTermMemory._meta.db_table} ORDER BY id"
+            )
+        ]
+
+
+@pytest.mark.slow
+def test_a_worker_killed_during_a_consolidation_has_it_done_once_by_the_next_worker(tmp_path):
+    home = tmp_path / "orca"
+    db_path = home / "data" / "orca.db"
+    offline = {"ORCA_EMBEDDING_PROVIDER": "none"}
+    manage(home, "migrate", "--no-input")
+    manage(home, "migrate_jsonl", "examples/jsonl/trip-planning.jsonl", "--agent", "a1")
+    manage(
+        home,
+        "shell",
+        "-c",
+        # The turns' summaries (offline), which the chat model's extraction reads, and the
+        # session's end.
+        "from memory import maintenance; "
+        "from memory.models import MainMessage; "
+        "replies = list(MainMessage.objects.filter(role='assistant')); "
+        "maintenance.summarize_turns(replies); "
+        "maintenance.request_consolidation("
+        "agent_id='a1', session_id=replies[0].session_id, trigger='session_end')",
+        **offline,
+    )
+    # A chat model that takes connections and never answers: the first worker hangs in the
+    # run's extraction, as one does in a slow call when it is killed.
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)
+    chat = {
+        "SILICONFLOW_API_KEY": "sk-silent",
+        "SILICONFLOW_BASE_URL": f"http://127.0.0.1:{silent.getsockname()[1]}/v1",
+    }
+    first = subprocess.Popen(
+        [sys.executable, "manage.py", "db_worker", "--no-startup-delay", "--interval", "0.2"],
+        cwd=ROOT,
+        env=service_env(home, **offline, **chat),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_until(
+            lambda: [run["status"] for run in consolidation_runs(db_path)] == ["running"], first
+        )
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=30)
+        silent.close()
+    assert long_term_memories(db_path) == []
+
+    # The next worker (offline: the rule extractor) recovers the task and redoes the same run.
+    second = manage(home, "db_worker", "--batch", "--no-startup-delay", **offline)
+
+    assert "consolidation_task) was left running by worker" in second.stderr
+    (run,) = consolidation_runs(db_path)
+    assert (run["status"], run["extractor"], run["merged"]) == ("done", "rules", 0)
+    memories = long_term_memories(db_path)
+    assert run["created"] == len(memories) > 0
+    # A third worker finds nothing left to do: the run is not done again.
+    manage(home, "db_worker", "--batch", "--no-startup-delay", **offline)
+    assert consolidation_runs(db_path) == [run]
+    assert long_term_memories(db_path) == memories

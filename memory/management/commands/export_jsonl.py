@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from memory.jsonl import export_sessions
 from memory.validation import InvalidInput, check_stored_identifier
+from orca_memory.files import UnsafePath
 
 
 class Command(BaseCommand):
@@ -26,7 +27,10 @@ class Command(BaseCommand):
                     check_stored_identifier(kind, options[option])
                 except InvalidInput as exc:
                     raise CommandError(str(exc)) from exc
-        files = export_sessions(
-            options["dir"], agent_id=options["agent"], session_id=options["session"]
-        )
+        try:
+            files = export_sessions(
+                options["dir"], agent_id=options["agent"], session_id=options["session"]
+            )
+        except (UnsafePath, OSError) as exc:
+            raise CommandError(f"cannot export into {options['dir']}: {exc}") from exc
         self.stdout.write(f"Wrote {len(files)} session file(s) under {options['dir']}.")
