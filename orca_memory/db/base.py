@@ -172,18 +172,30 @@ class CursorWrapper(Driver.Cursor):
         return super().executemany(query, param_list)
 
 
+# How long gathering the planner's statistics waits for another process's write lock.
+STATISTICS_WAIT_MS = 100
+
+
 def _gather_statistics(conn: Any) -> None:
     """The query planner's statistics (sqlite_stat1), as SQLite recommends for long-lived
     connections: tables never analysed, or grown 25x since, are analysed within a bounded
     effort (80 ms once on 100,000 messages, then 3 ms a connection). Without them the planner
     reads `agent_id = ? AND id IN (100 ids)` through the agent's index, every message of the
     agent, instead of looking up the hundred ids (docs/BENCHMARKS.md, context assembly)."""
+    # It writes (ANALYZE) when a table needs it: while another process holds the write lock,
+    # a new connection waits STATISTICS_WAIT_MS for it, not the whole busy timeout before
+    # the request's own work even starts (a message then took twice the timeout to reach
+    # the JSONL backup).
+    (busy_timeout,) = conn.execute("PRAGMA busy_timeout").fetchone()
+    conn.execute(f"PRAGMA busy_timeout = {STATISTICS_WAIT_MS}")
     try:
         conn.execute("PRAGMA optimize=0x10002")
     except Driver.OperationalError as exc:
-        # A read-only file, or the write lock held past the busy timeout: the plans stay
-        # what they were, which is slower but right.
+        # A read-only file, or the write lock held by another process: the plans stay what
+        # they were, which is slower but right; the next connection tries again.
         logger.info("Planner statistics not gathered: %s", exc)
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout)}")
 
 
 class DatabaseWrapper(sqlite_base.DatabaseWrapper):
