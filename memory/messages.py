@@ -230,7 +230,8 @@ def _store(
     *, agent_id: str, session_id: str, new: Sequence[NewMessage], summarize: bool
 ) -> list[MainMessage]:
     """Write checked messages in one transaction with the work they need (one embedding run,
-    one task summarizing the turns they end); their backup lines after the commit."""
+    one task summarizing the turns they end); their backup lines after the commit (not for
+    imported messages: they come from lines already)."""
     backup = settings.ORCA.jsonl_backup
     # One moment for the whole call when the backup needs it in Python; the database's clock
     # (db_default) otherwise. Either way the ids keep the order of messages sharing a time.
@@ -274,8 +275,13 @@ def _store(
         )
     with transaction.atomic():
         stored = MainMessage.objects.bulk_create(rows)
-        if backup:
-            transaction.on_commit(lambda: jsonl.backup_append(stored), robust=True)
+        # Imports come from JSONL lines (the backup's own, after an outage): appended again,
+        # each would be a second line of its message, which the next import took for another.
+        backed_up = [
+            m for m, item in zip(stored, new, strict=True) if item.import_fingerprint is None
+        ]
+        if backup and backed_up:
+            transaction.on_commit(lambda: jsonl.backup_append(backed_up), robust=True)
         if any(message.needs_embedding for message in stored):
             scheduling.with_the_write(scheduling.schedule_embedding)
         replies = [message.pk for message in stored if message.role == Role.ASSISTANT]
