@@ -136,7 +136,8 @@ def record_key_uses(**signal: object) -> None:
     while _unrecorded:
         pk, used_at = _unrecorded.popitem()
         try:
-            with _short_lock_wait():
+            # Its own transaction (a savepoint inside another): a failure takes back nothing else.
+            with _short_lock_wait(), transaction.atomic():
                 ApiKey.objects.filter(pk=pk).update(last_used_at=used_at)
         except (DatabaseError, InterfaceError) as exc:
             logger.warning("Could not record an API key's use (%s); skipped", exc)

@@ -122,7 +122,8 @@ class Heart:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=HEARTBEAT_SECONDS)
+        if self._thread.is_alive():
+            self._thread.join(timeout=HEARTBEAT_SECONDS)
         remove(self.worker_id)
 
     def _run(self) -> None:

@@ -346,7 +346,7 @@ def _append(agent_id: str, session_id: str, lines: Sequence[dict[str, Any]]) -> 
     try:
         fd = open_private(path, os.O_RDWR | os.O_APPEND)
     except OSError as exc:
-        raise BackupFailed(exc.errno, f"cannot open {path} ({exc.strerror})") from exc
+        raise BackupFailed(exc.errno, exc.strerror, str(path)) from exc
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         size = os.fstat(fd).st_size
@@ -358,7 +358,7 @@ def _append(agent_id: str, session_id: str, lines: Sequence[dict[str, Any]]) -> 
         except OSError as exc:
             with contextlib.suppress(OSError):  # else the next append ends the cut line
                 os.ftruncate(fd, size)
-            raise BackupFailed(exc.errno, f"cannot write {path} ({exc.strerror})") from exc
+            raise BackupFailed(exc.errno, exc.strerror, str(path)) from exc
         if size == 0:
             _fsync_dir(path.parent)  # a new file: its name must survive a crash too
     finally:

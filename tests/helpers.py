@@ -51,12 +51,14 @@ def procfile_command(name: str) -> str:
 def procfile_process(
     name: str, home: Path, *, output: int | None = subprocess.DEVNULL, **env: str
 ) -> subprocess.Popen[bytes]:
-    """The Procfile's process `name` started as honcho starts it (`sh -c`, a session of its
-    own, so that signals reach the whole group: stop it with stop_group)."""
+    """The Procfile's process `name` started as `make run`'s honcho starts it (`sh -c` with
+    the venv's commands first on PATH, a session of its own, so that signals reach the whole
+    group: stop it with stop_group)."""
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     return subprocess.Popen(
         ["sh", "-c", procfile_command(name)],
         cwd=ROOT,
-        env=service_env(home, **env),
+        env=service_env(home, PATH=path, **env),
         stdout=output,
         stderr=output,
         start_new_session=True,
