@@ -13,9 +13,9 @@ from typing import Annotated, Any, Literal
 from django.conf import settings
 from django.http import Http404, HttpRequest
 from django.shortcuts import get_object_or_404
-from ninja import Field, Query, Router, Schema, Status
+from ninja import Field, Header, Query, Router, Schema, Status
 from ninja.pagination import paginate
-from pydantic import AfterValidator, ValidationInfo, field_validator
+from pydantic import AfterValidator, BeforeValidator, ValidationInfo, field_validator
 
 from memory.context import context_build
 from memory.health import service_health
@@ -46,7 +46,13 @@ from memory.models import (
 )
 from memory.schemas import MessageOut, Text, TextSchema
 from memory.search import MAX_K, search
-from memory.validation import check_datetime, check_query, check_stored_identifier
+from memory.validation import (
+    MAX_IDEMPOTENCY_KEY_CHARS,
+    check_datetime,
+    check_idempotency_key,
+    check_query,
+    check_stored_identifier,
+)
 
 router = Router()
 
@@ -346,6 +352,33 @@ class KeptInJsonlOut(Schema):
     stored_in: Literal["jsonl"]
 
 
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+
+
+def _idempotency_key(value: object) -> object:
+    return None if value is None else check_idempotency_key(IDEMPOTENCY_HEADER, value)
+
+
+# The Param comes last: django-ninja reads only Annotated's last item as the parameter's source.
+IdempotencyKeyHeader = Annotated[
+    str | None,
+    BeforeValidator(_idempotency_key),
+    Header(
+        None,
+        alias=IDEMPOTENCY_HEADER,
+        description="optional, 1-200 printable ASCII characters of the client's choosing: a "
+        "retry with the same key within 24 hours answers the messages stored the first time "
+        "(201, as they are now) and stores nothing again; the same key with another session "
+        "or other messages answers 409, as does a retry whose messages were deleted since. "
+        "Not recorded when the messages go to the JSONL backup (202)",
+        # For OpenAPI: the validator before them refuses what they would, with its message.
+        min_length=1,
+        max_length=MAX_IDEMPOTENCY_KEY_CHARS,
+        pattern="^[ -~]*$",
+    ),
+]
+
+
 def kept_in_jsonl(count: int) -> dict[str, str]:
     """The 202 answer (the API's and MCP's) for messages kept in the JSONL backup."""
     kept = "the message was kept" if count == 1 else f"the {count} messages are"
@@ -361,13 +394,24 @@ def kept_in_jsonl(count: int) -> dict[str, str]:
     response={201: MessageOut, 202: KeptInJsonlOut},
     tags=["messages"],
 )
-def post_message(request: HttpRequest, session_id: str, payload: MessageIn) -> Status[Any]:
+def post_message(
+    request: HttpRequest,
+    session_id: str,
+    payload: MessageIn,
+    idempotency_key: IdempotencyKeyHeader = None,
+) -> Status[Any]:
     """Store one message of a conversation; the session starts with its first message.
 
     202 when the database is unavailable and the JSONL backup is on: the message is kept in
-    `<data_dir>/jsonl/` and `manage.py migrate_jsonl` brings it in later.
+    `<data_dir>/jsonl/` and `manage.py migrate_jsonl` brings it in later. With an
+    `Idempotency-Key`, a retry stores nothing twice.
     """
-    kept = message_keep(agent_id=request.auth, session_id=session_id, **payload.dict())
+    kept = message_keep(
+        agent_id=request.auth,
+        session_id=session_id,
+        idempotency_key=idempotency_key,
+        **payload.dict(),
+    )
     if not isinstance(kept, MainMessage):
         return Status(202, kept_in_jsonl(1))
     return Status(201, kept)
@@ -386,14 +430,25 @@ class MessagesOut(Schema):
     response={201: MessagesOut, 202: KeptInJsonlOut},
     tags=["messages"],
 )
-def post_messages(request: HttpRequest, session_id: str, payload: MessagesIn) -> Status[Any]:
+def post_messages(
+    request: HttpRequest,
+    session_id: str,
+    payload: MessagesIn,
+    idempotency_key: IdempotencyKeyHeader = None,
+) -> Status[Any]:
     """Store up to 1,000 messages of a conversation in their order, all or none, as one
     message is stored: a 422 (or 413) lists every message at fault by its index.
 
     202 as for one message: the database is unavailable, the messages are in the backup.
+    With an `Idempotency-Key`, a retry stores nothing twice.
     """
     new = [NewMessage(**message.dict()) for message in payload.messages]
-    kept = messages_keep(agent_id=request.auth, session_id=session_id, messages=new)
+    kept = messages_keep(
+        agent_id=request.auth,
+        session_id=session_id,
+        messages=new,
+        idempotency_key=idempotency_key,
+    )
     if not isinstance(kept, list):
         return Status(202, kept_in_jsonl(len(new)))
     return Status(201, {"messages": kept})

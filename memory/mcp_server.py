@@ -77,7 +77,12 @@ from memory.models import MemoryType, MessageType, Role
 from memory.schemas import MessageOut
 from memory.search import MAX_K
 from memory.search import search as search_messages
-from memory.validation import Conflict, InvalidInput, check_stored_identifier
+from memory.validation import (
+    Conflict,
+    InvalidInput,
+    check_idempotency_key,
+    check_stored_identifier,
+)
 from orca_memory.errors import Loc, errors_detail, field_errors, jsonrpc_error
 
 logger = logging.getLogger(__name__)
@@ -226,13 +231,30 @@ def store_message(
     metadata: Annotated[
         dict[str, Any] | None, Field(description="any JSON object kept with the message")
     ] = None,
+    client_id: Annotated[
+        str | None,
+        Field(
+            description="optional, 1-200 printable ASCII characters of your choosing, new for "
+            "each message: calling again with the same client_id within 24 hours (a retry "
+            "after a lost answer) returns the message stored the first time and stores "
+            "nothing again; the same client_id with another message is refused. The API's "
+            "Idempotency-Key header, which shares its keys"
+        ),
+    ] = None,
 ) -> dict[str, Any]:
     """Store one message of a conversation (the user's, the assistant's, a tool's). Store every
     message as it happens: get_context and search work from what is stored."""
     message = _validated(
         MessageIn, role=role, content=content, msg_type=msg_type, metadata=metadata
     )
-    kept = message_keep(agent_id=current_agent.get(), session_id=session_id, **message.dict())
+    if client_id is not None:
+        check_idempotency_key("client_id", client_id)
+    kept = message_keep(
+        agent_id=current_agent.get(),
+        session_id=session_id,
+        idempotency_key=client_id,
+        **message.dict(),
+    )
     if isinstance(kept, Path):
         return kept_in_jsonl(1)
     return MessageOut.from_orm(kept).model_dump(mode="json")

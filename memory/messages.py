@@ -14,17 +14,18 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, transaction
+from django.db import IntegrityError, InterfaceError, OperationalError, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from memory import jsonl, outage, scheduling
+from memory import idempotency, jsonl, outage, scheduling
 from memory.models import MainMessage, MessageType, Role, ShortTermMemory
 from memory.tokens import estimate_tokens
 from memory.validation import (
     InvalidInput,
     InvalidItems,
     check_content,
+    check_idempotency_key,
     check_identifier,
     check_metadata,
 )
@@ -110,6 +111,7 @@ def message_add(
     import_fingerprint: str | None = None,
     summarize: bool = True,
     subagent_run: dict[str, Any] | None = None,
+    idempotency_key: str | None = None,
 ) -> MainMessage:
     """Store one message with its token count; it waits for its embedding (has_embedding).
 
@@ -117,10 +119,13 @@ def message_add(
     earlier (migrate_jsonl): an import is embedded, but its past turns are not summarized.
     `subagent_run` is for subagents.runs alone: it becomes `metadata.subagent`, which callers
     may not set themselves, except imports (files this service exported or backed up, which
-    an operator brings back, keep their run links).
+    an operator brings back, keep their run links). `idempotency_key`: the client's key for
+    the request (memory.idempotency); a retry with it returns the message stored the first time.
     """
     check_identifier("agent_id", agent_id)
     check_identifier("session_id", session_id)
+    if idempotency_key is not None:
+        check_idempotency_key("idempotency_key", idempotency_key)
     new = NewMessage(
         role=role,
         content=content,
@@ -131,7 +136,13 @@ def message_add(
         subagent_run=subagent_run,
     )
     _check_new(new)
-    (message,) = _store(agent_id=agent_id, session_id=session_id, new=[new], summarize=summarize)
+    (message,) = _store(
+        agent_id=agent_id,
+        session_id=session_id,
+        new=[new],
+        summarize=summarize,
+        idempotency_key=idempotency_key,
+    )
     return message
 
 
@@ -143,12 +154,15 @@ def message_keep(
     content: str,
     msg_type: str = MessageType.NORMAL,
     metadata: dict[str, Any] | None = None,
+    idempotency_key: str | None = None,
 ) -> MainMessage | Path:
     """An agent's message (the API's and MCP's): stored, or kept in the JSONL backup when
     the database is unavailable (`_or_kept`); returns the row or that file."""
     fields = {"role": role, "content": content, "msg_type": msg_type, "metadata": metadata}
     return _or_kept(
-        lambda: message_add(agent_id=agent_id, session_id=session_id, **fields),
+        lambda: message_add(
+            agent_id=agent_id, session_id=session_id, idempotency_key=idempotency_key, **fields
+        ),
         agent_id=agent_id,
         session_id=session_id,
         messages=[fields],
@@ -156,11 +170,20 @@ def message_keep(
 
 
 def messages_keep(
-    *, agent_id: str, session_id: str, messages: Sequence[NewMessage]
+    *,
+    agent_id: str,
+    session_id: str,
+    messages: Sequence[NewMessage],
+    idempotency_key: str | None = None,
 ) -> list[MainMessage] | Path:
     """An agent's batch of messages, as `message_keep` keeps one: all stored, or all kept."""
     return _or_kept(
-        lambda: messages_add(agent_id=agent_id, session_id=session_id, messages=messages),
+        lambda: messages_add(
+            agent_id=agent_id,
+            session_id=session_id,
+            messages=messages,
+            idempotency_key=idempotency_key,
+        ),
         agent_id=agent_id,
         session_id=session_id,
         messages=[
@@ -190,16 +213,24 @@ def _or_kept[T](
 
 
 def messages_add(
-    *, agent_id: str, session_id: str, messages: Sequence[NewMessage], summarize: bool = True
+    *,
+    agent_id: str,
+    session_id: str,
+    messages: Sequence[NewMessage],
+    summarize: bool = True,
+    idempotency_key: str | None = None,
 ) -> list[MainMessage]:
     """Store a session's messages in their order, all or none, as message_add stores one.
 
     Every message is checked before anything is written: InvalidItems lists each one at
     fault with its index. The rows go in with one transaction, and the embedding run and the
-    summaries of the turns they end are queued once for them all.
+    summaries of the turns they end are queued once for them all. `idempotency_key` as for
+    message_add: a retry returns the messages stored the first time.
     """
     check_identifier("agent_id", agent_id)
     check_identifier("session_id", session_id)
+    if idempotency_key is not None:
+        check_idempotency_key("idempotency_key", idempotency_key)
     if not 1 <= len(messages) <= MAX_BATCH_MESSAGES:
         raise InvalidInput(
             f"messages must hold 1 to {MAX_BATCH_MESSAGES:,} messages, not {len(messages):,}",
@@ -213,7 +244,13 @@ def messages_add(
             errors.append((number, exc))
     if errors:
         raise InvalidItems("messages", errors)
-    return _store(agent_id=agent_id, session_id=session_id, new=messages, summarize=summarize)
+    return _store(
+        agent_id=agent_id,
+        session_id=session_id,
+        new=messages,
+        summarize=summarize,
+        idempotency_key=idempotency_key,
+    )
 
 
 def _check_new(new: NewMessage) -> None:
@@ -227,11 +264,59 @@ def _check_new(new: NewMessage) -> None:
 
 
 def _store(
-    *, agent_id: str, session_id: str, new: Sequence[NewMessage], summarize: bool
+    *,
+    agent_id: str,
+    session_id: str,
+    new: Sequence[NewMessage],
+    summarize: bool,
+    idempotency_key: str | None,
+) -> list[MainMessage]:
+    """Store checked messages (`_write`), once per idempotency key: a key already used for
+    them returns their stored rows, as it does when a concurrent request with the key commits
+    first (its record's unique constraint fails this one's transaction)."""
+    if idempotency_key is None:
+        return _write(agent_id=agent_id, session_id=session_id, new=new, summarize=summarize)
+    key = idempotency.ClientKey(
+        agent_id=agent_id,
+        key=idempotency_key,
+        fingerprint=idempotency.fingerprint(
+            session_id=session_id,
+            messages=[
+                {
+                    "role": m.role,
+                    "content": m.content,
+                    "msg_type": m.msg_type,
+                    "metadata": m.metadata,
+                }
+                for m in new
+            ],
+        ),
+    )
+    earlier = key.earlier_messages()
+    if earlier is not None:
+        return earlier
+    try:
+        return _write(
+            agent_id=agent_id, session_id=session_id, new=new, summarize=summarize, key=key
+        )
+    except IntegrityError:
+        earlier = key.earlier_messages()
+        if earlier is None:
+            raise
+        return earlier
+
+
+def _write(
+    *,
+    agent_id: str,
+    session_id: str,
+    new: Sequence[NewMessage],
+    summarize: bool,
+    key: idempotency.ClientKey | None = None,
 ) -> list[MainMessage]:
     """Write checked messages in one transaction with the work they need (one embedding run,
-    one task summarizing the turns they end); their backup lines after the commit (not for
-    imported messages: they come from lines already)."""
+    one task summarizing the turns they end) and the record of their idempotency key; their
+    backup lines after the commit (not for imported messages: they come from lines already)."""
     backup = settings.ORCA.jsonl_backup
     # One moment for the whole call when the backup needs it in Python; the database's clock
     # (db_default) otherwise. Either way the ids keep the order of messages sharing a time.
@@ -274,7 +359,10 @@ def _store(
             )
         )
     with transaction.atomic():
+        record = key.claim() if key is not None else None
         stored = MainMessage.objects.bulk_create(rows)
+        if record is not None:
+            idempotency.settle(record, stored)
         # Imports come from JSONL lines (the backup's own, after an outage): appended again,
         # each would be a second line of its message, which the next import took for another.
         backed_up = [

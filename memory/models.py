@@ -530,3 +530,33 @@ class VectorIndexState(models.Model):
 
     def __str__(self) -> str:
         return f"{self.provider}/{self.model} ({self.dimension} dims)"
+
+
+class IdempotencyKey(models.Model):
+    """A message post's client key (the `Idempotency-Key` header, MCP's `client_id`), written
+    in the transaction of the messages it stored: a retry with the same key answers those
+    messages instead of storing them again (memory.idempotency). A key is the agent's own:
+    another agent's same key is another record."""
+
+    agent_id = models.TextField(validators=[IdentifierValidator("agent_id")])
+    key = models.TextField()
+    fingerprint = models.TextField(
+        help_text="SHA-256 of the session id and the messages sent: a reuse of the key with "
+        "another request is refused"
+    )
+    message_ids = models.JSONField(default=list, help_text="the messages stored, in order")
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "idempotency_keys"
+        constraints = [
+            # Concurrent requests with one key: one inserts, the others fail and read its row.
+            models.UniqueConstraint(fields=["agent_id", "key"], name="idempotency_keys_unique"),
+        ]
+        indexes = [
+            # The agent's expired records, deleted by its next keyed post.
+            models.Index(fields=["agent_id", "created_at"], name="idx_idempotency_keys_age"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent_id}: {self.key} ({len(self.message_ids)} messages)"

@@ -33,6 +33,8 @@ _BAD_IDENTIFIER_CHAR = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029/\\]")
 # make two ids that look the same differ. An id is compared, not read: none has a use in one.
 # Refused in ids written anew; content keeps them (text in any language may need them).
 _FORMAT_CATEGORY = "Cf"
+MAX_IDEMPOTENCY_KEY_CHARS = 200
+_IDEMPOTENCY_KEY = re.compile(rf"[ -~]{{1,{MAX_IDEMPOTENCY_KEY_CHARS}}}")
 # Python's json reads NaN, Infinity and 1e400 (an infinity); JSON and SQLite's JSON refuse them.
 NON_FINITE_MESSAGE = "numbers must be finite: NaN and Infinity are not JSON"
 
@@ -194,6 +196,17 @@ def check_datetime(kind: str, value: datetime) -> datetime:
         raise InvalidInput(
             f"{kind} is out of range once converted to UTC (years 1 to 9999)", field=kind
         ) from exc
+
+
+def check_idempotency_key(kind: str, value: object) -> str:
+    """A client's key for one message post (the `Idempotency-Key` header, MCP's `client_id`):
+    1-200 printable ASCII characters, which an HTTP header carries unchanged."""
+    if not isinstance(value, str) or not _IDEMPOTENCY_KEY.fullmatch(value):
+        raise InvalidInput(
+            f"{kind} must be 1 to {MAX_IDEMPOTENCY_KEY_CHARS} printable ASCII characters",
+            field=kind,
+        )
+    return value
 
 
 # --- the same rules as model field validators ------------------------------------------------

@@ -112,7 +112,8 @@ ERROR_RESPONSES = {
     "400": "The body is not a JSON object, or the request is malformed.",
     "401": "No valid API key.",
     "404": "No such session, message or memory for this agent.",
-    "409": "The request contradicts the stored state (a finished sub-agent run).",
+    "409": "The request contradicts the stored state (a finished sub-agent run, an "
+    "Idempotency-Key used for another request).",
     "413": "Content above max_content_bytes, metadata above max_metadata_bytes, or a body "
     "above the request size limit.",
     "415": "A body that is not declared as application/json.",
