@@ -34,12 +34,16 @@ from django.conf import settings
 from django.utils.dateparse import parse_datetime
 
 from memory.models import MainMessage, MessageType, Role
-from memory.validation import InvalidInput, check_identifier
+from memory.validation import InvalidInput, check_idempotency_key, check_identifier
 from orca_memory.files import id_file_name, open_private, path_inside, private_dir
 
 
 class LineError(ValueError):
     """Why one line cannot be imported; reported with its file and line number."""
+
+
+# A line's field naming the idempotency key of the request it was kept for (fallback_append).
+IDEMPOTENCY_FIELD = "idempotency_key"
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,8 @@ class Parsed:
     msg_type: str
     metadata: dict[str, Any] | None
     timestamp: datetime | None
+    # Not part of `key`: the same message kept twice (a retry) is told apart by its time.
+    idempotency_key: str | None = None
 
     def key(self, agent_id: str) -> str:
         """What makes two lines the same message."""
@@ -222,8 +228,11 @@ def parse_line(raw: bytes, *, default_session: str) -> Parsed:
             f"unknown type {_shown(msg_type)} (expected {', '.join(MessageType.values)})"
         )
     session_id = line.get("session_id") or line.get("sessionId") or default_session
+    idempotency_key = line.get(IDEMPOTENCY_FIELD)
     try:
         check_identifier("session_id", session_id)
+        if idempotency_key is not None:
+            check_idempotency_key(IDEMPOTENCY_FIELD, idempotency_key)
     except InvalidInput as exc:
         raise LineError(str(exc)) from exc
     return Parsed(
@@ -233,6 +242,7 @@ def parse_line(raw: bytes, *, default_session: str) -> Parsed:
         msg_type=msg_type,
         metadata=metadata or None,
         timestamp=_timestamp(message.get("timestamp", line.get("timestamp"))),
+        idempotency_key=idempotency_key,
     )
 
 
@@ -392,10 +402,15 @@ def backup_append(messages: Sequence[MainMessage]) -> None:
 
 
 def fallback_append(
-    *, agent_id: str, session_id: str, messages: Sequence[Mapping[str, Any]]
+    *,
+    agent_id: str,
+    session_id: str,
+    messages: Sequence[Mapping[str, Any]],
+    idempotency_key: str | None = None,
 ) -> Path:
     """Keep messages the database could not take (each `role`, `content`, `msg_type`,
-    `metadata`), for `migrate_jsonl` to bring in later."""
+    `metadata`), for `migrate_jsonl` to bring in later; a request's idempotency key goes on
+    each of its lines (`idempotency_key`), which the import stores as one request."""
     now = datetime.now(tz=UTC)
     lines = [
         _line(
@@ -406,6 +421,7 @@ def fallback_append(
             msg_type=message["msg_type"],
             metadata=message["metadata"],
         )
+        | ({IDEMPOTENCY_FIELD: idempotency_key} if idempotency_key is not None else {})
         for message in messages
     ]
     return _append(agent_id, session_id, lines)

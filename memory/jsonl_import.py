@@ -3,7 +3,10 @@
 Lines are committed in batches, each line in a savepoint: a line the checks or the database
 refuse is reported as `file:line: reason` and takes back nothing else, and after a crash the
 next run imports what is missing. Each line is stored by messages.message_add, the same flow
-as the API's, so it gets every check and the same vectors.
+as the API's, so it gets every check and the same vectors. The lines the JSONL backup kept
+for one request with an idempotency key are stored together by messages.messages_add with
+that key, so that a request a client sent again (kept twice, or stored once the database was
+back) is stored once.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import codecs
 import logging
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -25,6 +28,9 @@ from memory.models import MainMessage
 from memory.validation import InvalidInput
 
 logger = logging.getLogger(__name__)
+
+# A line of a file: its number, what it says, its fingerprint.
+Line = tuple[int, Parsed, str]
 
 # Lines committed together: a crash loses at most this many, which the next run imports.
 BATCH_LINES = 500
@@ -54,7 +60,7 @@ def jsonl_files(paths: list[Path]) -> Iterator[Path]:
 
 def _lines(
     f: BinaryIO, *, agent_id: str, default_session: str, report: FileReport
-) -> Iterator[tuple[int, Parsed, str]]:
+) -> Iterator[Line]:
     """The file's lines parsed and fingerprinted; the lines that cannot be go to the report."""
     seen: Counter[str] = Counter()
     previous_time: datetime | None = None
@@ -113,49 +119,120 @@ def _reason(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def _requests(lines: Iterable[Line]) -> Iterator[list[Line]]:
+    """The lines grouped by the request they were kept for: the consecutive lines with one
+    idempotency key, session and time (fallback_append writes a request's lines in one append,
+    at one time, so a retry kept again is a request of its own); any other line alone."""
+    group: list[Line] = []
+    for item in lines:
+        line = item[1]
+        if group and (
+            line.idempotency_key is None or _request_of(line) != _request_of(group[-1][1])
+        ):
+            yield group
+            group = []
+        group.append(item)
+    if group:
+        yield group
+
+
+def _request_of(line: Parsed) -> tuple[str | None, str, datetime | None]:
+    return line.idempotency_key, line.session_id, line.timestamp
+
+
 def _import_batch(
-    batch: list[tuple[int, Parsed, str]],
+    batch: list[list[Line]],
     *,
     agent_id: str,
     dry_run: bool,
     known: set[str],
     report: FileReport,
 ) -> None:
-    """Import up to BATCH_LINES lines in one transaction, each line in a savepoint, so a line
-    the database refuses takes back only itself. A dry run does the same and rolls back, so
-    it applies every check the import applies."""
+    """Import about BATCH_LINES lines in one transaction, each line (or request) in a
+    savepoint, so a line the database refuses takes back only itself. A dry run does the same
+    and rolls back, so it applies every check the import applies."""
     known.update(
-        MainMessage.objects.filter(import_fingerprint__in=[fp for *_, fp in batch]).values_list(
-            "import_fingerprint", flat=True
-        )
+        MainMessage.objects.filter(
+            import_fingerprint__in=[fp for request in batch for *_, fp in request]
+        ).values_list("import_fingerprint", flat=True)
     )
     with transaction.atomic():
-        for number, line, fingerprint in batch:
-            if fingerprint in known:
-                report.skipped += 1
-                continue
-            try:
-                with transaction.atomic():
-                    messages.message_add(
-                        agent_id=agent_id,
-                        session_id=line.session_id,
-                        role=line.role,
-                        content=line.content,
-                        msg_type=line.msg_type,
-                        metadata=line.metadata,
-                        timestamp=line.timestamp,
-                        import_fingerprint=fingerprint,
-                        summarize=False,
-                    )
-            except OperationalError:
-                raise  # the database itself (unavailable, locked), not this line
-            except Exception as exc:
-                report.errors.append((number, _reason(exc)))
-                continue
-            known.add(fingerprint)
-            report.imported += 1
+        for request in batch:
+            fresh = [item for item in request if item[2] not in known]
+            report.skipped += len(request) - len(fresh)
+            key = request[0][1].idempotency_key
+            if (
+                key is None
+                or len(fresh) < len(request)
+                or not _import_request(fresh, key, agent_id=agent_id, known=known, report=report)
+            ):
+                for item in fresh:
+                    _import_line(item, agent_id=agent_id, known=known, report=report)
         if dry_run:
             transaction.set_rollback(True)
+
+
+def _import_request(
+    request: list[Line], key: str, *, agent_id: str, known: set[str], report: FileReport
+) -> bool:
+    """Store a request's lines as the request they were kept for, with its idempotency key:
+    once, whether the client's retry stored it already or kept it again. False when it must
+    go line by line instead (a line refused, or the key taken by another request)."""
+    new = [
+        messages.NewMessage(
+            role=line.role,
+            content=line.content,
+            msg_type=line.msg_type,
+            metadata=line.metadata,
+            timestamp=line.timestamp,
+            import_fingerprint=fingerprint,
+        )
+        for _, line, fingerprint in request
+    ]
+    try:
+        with transaction.atomic():
+            stored = messages.messages_add(
+                agent_id=agent_id,
+                session_id=request[0][1].session_id,
+                messages=new,
+                summarize=False,
+                idempotency_key=key,
+            )
+    except OperationalError:
+        raise  # the database itself (unavailable, locked), not these lines
+    except Exception:
+        return False
+    fingerprints = [fingerprint for *_, fingerprint in request]
+    if [message.import_fingerprint for message in stored] == fingerprints:
+        report.imported += len(request)
+        known.update(fingerprints)
+    else:
+        report.skipped += len(request)  # the key's request, stored already (a retry)
+    return True
+
+
+def _import_line(item: Line, *, agent_id: str, known: set[str], report: FileReport) -> None:
+    number, line, fingerprint = item
+    try:
+        with transaction.atomic():
+            messages.message_add(
+                agent_id=agent_id,
+                session_id=line.session_id,
+                role=line.role,
+                content=line.content,
+                msg_type=line.msg_type,
+                metadata=line.metadata,
+                timestamp=line.timestamp,
+                import_fingerprint=fingerprint,
+                summarize=False,
+            )
+    except OperationalError:
+        raise  # the database itself (unavailable, locked), not this line
+    except Exception as exc:
+        report.errors.append((number, _reason(exc)))
+        return
+    known.add(fingerprint)
+    report.imported += 1
 
 
 def import_file(
@@ -174,11 +251,11 @@ def import_file(
         return report
     try:
         with path.open("rb") as f:
-            batch: list[tuple[int, Parsed, str]] = []
+            batch: list[list[Line]] = []
             lines = _lines(f, agent_id=agent_id, default_session=path.stem, report=report)
-            for item in lines:
-                batch.append(item)
-                if len(batch) == BATCH_LINES:
+            for request in _requests(lines):
+                batch.append(request)
+                if sum(map(len, batch)) >= BATCH_LINES:
                     _import_batch(
                         batch, agent_id=agent_id, dry_run=dry_run, known=known, report=report
                     )

@@ -166,6 +166,7 @@ def message_keep(
         agent_id=agent_id,
         session_id=session_id,
         messages=[fields],
+        idempotency_key=idempotency_key,
     )
 
 
@@ -190,22 +191,35 @@ def messages_keep(
             {"role": m.role, "content": m.content, "msg_type": m.msg_type, "metadata": m.metadata}
             for m in messages
         ],
+        idempotency_key=idempotency_key,
     )
 
 
 def _or_kept[T](
-    store: Callable[[], T], *, agent_id: str, session_id: str, messages: list[dict[str, Any]]
+    store: Callable[[], T],
+    *,
+    agent_id: str,
+    session_id: str,
+    messages: list[dict[str, Any]],
+    idempotency_key: str | None,
 ) -> T | Path:
     """What `store` returns; when the database is unavailable (memory.outage: locked beyond
     the busy timeout, cannot open, disk full, connection lost) and the JSONL backup is on,
     the messages kept in `<data_dir>/jsonl/` for `manage.py migrate_jsonl` instead, and that
-    file. Kept means written whole and fsynced; when even that fails, jsonl.BackupFailed."""
+    file. Kept means written whole and fsynced; when even that fails, jsonl.BackupFailed.
+    The lines keep the request's idempotency key: `migrate_jsonl` stores a request once
+    however many times a client sent it (kept during the outage, or stored after it)."""
     try:
         return store()
     except (OperationalError, InterfaceError) as exc:
         if not settings.ORCA.jsonl_backup or not outage.is_unavailable(exc):
             raise
-        path = jsonl.fallback_append(agent_id=agent_id, session_id=session_id, messages=messages)
+        path = jsonl.fallback_append(
+            agent_id=agent_id,
+            session_id=session_id,
+            messages=messages,
+            idempotency_key=idempotency_key,
+        )
         logger.error(
             "DATABASE UNAVAILABLE: %d message(s) kept in %s for migrate_jsonl", len(messages), path
         )
