@@ -8,18 +8,17 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 
 from django.conf import settings
-from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
+from django.db import InterfaceError, OperationalError, transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 from ninja.security import HttpBearer
 
+from memory import outage
 from memory.models import ApiKey
 from memory.validation import check_identifier
 
@@ -39,9 +38,6 @@ _trusted: dict[str, tuple[str, float]] = {}
 # (record_key_uses), so that no write precedes a message's, which may then be kept in the
 # JSONL backup while the database is locked or gone.
 _unrecorded: dict[int, datetime] = {}
-# How long the bookkeeping write waits for another process's lock (SQLite's busy timeout,
-# in ms), rather than holding the web worker for the whole timeout after an outage's answer.
-BOOKKEEPING_WAIT_MS = 100
 
 
 def _hash(key: str) -> str:
@@ -131,34 +127,12 @@ def agent_for_key(key: str) -> str | None:
 
 def record_key_uses(**signal: object) -> None:
     """Write the key uses agent_for_key noted (last_used_at), after the answer was sent
-    (Django's request_finished). Best effort: a database locked or gone loses a timestamp,
-    never a request, and keeps the worker for BOOKKEEPING_WAIT_MS at most."""
+    (Django's request_finished), as bookkeeping (outage.best_effort): a database locked or
+    gone loses a timestamp, never a request."""
     while _unrecorded:
         pk, used_at = _unrecorded.popitem()
-        try:
-            # Its own transaction (a savepoint inside another): a failure takes back nothing else.
-            with _short_lock_wait(), transaction.atomic():
-                ApiKey.objects.filter(pk=pk).update(last_used_at=used_at)
-        except (DatabaseError, InterfaceError) as exc:
-            logger.warning("Could not record an API key's use (%s); skipped", exc)
-            _unrecorded.clear()
-            return
-
-
-@contextmanager
-def _short_lock_wait() -> Iterator[None]:
-    """SQLite waits BOOKKEEPING_WAIT_MS for a lock in here, not its busy timeout."""
-    if connection.vendor != "sqlite":
-        yield
-        return
-    with connection.cursor() as cursor:
-        cursor.execute("PRAGMA busy_timeout")
-        (before,) = cursor.fetchone()
-        cursor.execute(f"PRAGMA busy_timeout = {BOOKKEEPING_WAIT_MS}")
-        try:
-            yield
-        finally:
-            cursor.execute(f"PRAGMA busy_timeout = {int(before)}")
+        with outage.best_effort("recording an API key's use"):
+            ApiKey.objects.filter(pk=pk).update(last_used_at=used_at)
 
 
 def bearer_key(authorization: str) -> str | None:

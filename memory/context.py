@@ -26,7 +26,7 @@ from typing import Any
 from django.db.models import F
 from django.utils import timezone
 
-from memory import index
+from memory import index, outage
 from memory.embeddings import Embedder
 from memory.index import Filter
 from memory.models import LongTermMemory, MainMessage, MemoryType, Role, ShortTermMemory
@@ -752,9 +752,10 @@ def context_build(
     )
     if not cuts:
         _extend_working(working, candidates, layers, budget, summarised)
-    LongTermMemory.objects.filter(pk__in=[i.id for i in layers["long_term"].items]).update(
-        access_count=F("access_count") + 1, last_accessed=now
-    )
+    with outage.best_effort("counting the memories' uses"):  # the context answers anyway
+        LongTermMemory.objects.filter(pk__in=[i.id for i in layers["long_term"].items]).update(
+            access_count=F("access_count") + 1, last_accessed=now
+        )
     system = _system_message(layers)
     messages = [{"role": "system", "content": system}] if system else []
     messages += chat_messages(working.items)

@@ -9,8 +9,16 @@ same sentence, and the message paths keep the messages in the JSONL backup when 
 
 from __future__ import annotations
 
-from django.db import InterfaceError, OperationalError, connection
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 
+from django.db import InterfaceError, OperationalError, connection, transaction
+
+logger = logging.getLogger(__name__)
+
+# How long a bookkeeping write waits for another process's lock (SQLite's busy timeout, ms).
+BOOKKEEPING_WAIT_MS = 100
 # What the client is asked to wait: the busy timeout (settings.SQLITE_INIT_COMMAND), the time
 # a write waits for another process's lock before it gives up.
 RETRY_AFTER_SECONDS = 10
@@ -85,3 +93,33 @@ def backup_failed_detail(exc: OSError) -> str:
         f"the database is unavailable and the JSONL backup could not keep the messages "
         f"({exc.strerror}). Nothing was kept; retry in {RETRY_AFTER_SECONDS} s"
     )
+
+
+@contextmanager
+def best_effort(what: str) -> Iterator[None]:
+    """A bookkeeping write (a key's last use, memories' access counts) that must never fail
+    nor hold up the request it serves: in its own transaction (a savepoint inside another),
+    waiting BOOKKEEPING_WAIT_MS at most for another process's lock on SQLite, and skipped,
+    logged, when the database cannot take it. Other errors are raised."""
+    try:
+        with _short_lock_wait(), transaction.atomic():
+            yield
+    except (OperationalError, InterfaceError) as exc:
+        if not is_unavailable(exc):
+            raise
+        logger.warning("Skipped %s: the database could not take it (%s)", what, exc)
+
+
+@contextmanager
+def _short_lock_wait() -> Iterator[None]:
+    if connection.vendor != "sqlite":
+        yield
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA busy_timeout")
+        (before,) = cursor.fetchone()
+        cursor.execute(f"PRAGMA busy_timeout = {BOOKKEEPING_WAIT_MS}")
+        try:
+            yield
+        finally:
+            cursor.execute(f"PRAGMA busy_timeout = {int(before)}")
