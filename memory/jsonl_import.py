@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from django.db import DatabaseError, DataError, IntegrityError, OperationalError, transaction
 
@@ -178,17 +178,7 @@ def _import_request(
     """Store a request's lines as the request they were kept for, with its idempotency key:
     once, whether the client's retry stored it already or kept it again. False when it must
     go line by line instead (a line refused, or the key taken by another request)."""
-    new = [
-        messages.NewMessage(
-            role=line.role,
-            content=line.content,
-            msg_type=line.msg_type,
-            metadata=line.metadata,
-            timestamp=line.timestamp,
-            import_fingerprint=fingerprint,
-        )
-        for _, line, fingerprint in request
-    ]
+    new = [messages.NewMessage(**_message(line, fingerprint)) for _, line, fingerprint in request]
     try:
         with transaction.atomic():
             stored = messages.messages_add(
@@ -211,6 +201,18 @@ def _import_request(
     return True
 
 
+def _message(line: Parsed, fingerprint: str) -> dict[str, Any]:
+    """A line as the message fields the flows take (NewMessage's, message_add's)."""
+    return {
+        "role": line.role,
+        "content": line.content,
+        "msg_type": line.msg_type,
+        "metadata": line.metadata,
+        "timestamp": line.timestamp,
+        "import_fingerprint": fingerprint,
+    }
+
+
 def _import_line(item: Line, *, agent_id: str, known: set[str], report: FileReport) -> None:
     number, line, fingerprint = item
     try:
@@ -218,13 +220,8 @@ def _import_line(item: Line, *, agent_id: str, known: set[str], report: FileRepo
             messages.message_add(
                 agent_id=agent_id,
                 session_id=line.session_id,
-                role=line.role,
-                content=line.content,
-                msg_type=line.msg_type,
-                metadata=line.metadata,
-                timestamp=line.timestamp,
-                import_fingerprint=fingerprint,
                 summarize=False,
+                **_message(line, fingerprint),
             )
     except OperationalError:
         raise  # the database itself (unavailable, locked), not this line
