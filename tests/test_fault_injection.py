@@ -23,6 +23,7 @@ import signal
 import socket
 import sqlite3
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -43,7 +44,7 @@ from memory.models import ApiKey, LongTermMemory, MainMessage
 from memory.tasks import OUTCOME_LOST
 from subagents.models import SubagentMessage
 from tests.factories import add_message
-from tests.helpers import last_line, manage, procfile_process, stop_group
+from tests.helpers import ROOT, last_line, manage, procfile_process, service_env, stop_group
 from tests.test_mcp import rpc, send
 from tests.worker_tasks import record_run
 
@@ -711,6 +712,62 @@ def test_a_lock_beyond_the_busy_timeout_loses_no_acknowledged_message_and_stops_
     finally:
         stop_group(web)
         stop_group(worker)
+
+
+def rows(db_path: Path, sql: str) -> list[tuple[Any, ...]]:
+    with closing(sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)) as db:
+        return db.execute(sql).fetchall()
+
+
+@pytest.mark.slow
+def test_a_worker_killed_while_summarizing_a_turn_has_it_summarized_once_by_the_next(tmp_path):
+    """The third task kind (embedding: tests/test_faults.py; consolidation:
+    tests/test_worker_recovery.py): a worker killed (SIGKILL) inside a turn's summary."""
+    home = tmp_path / "orca"
+    db_path = home / "data" / "orca.db"
+    offline = {"ORCA_EMBEDDING_PROVIDER": "none"}
+    manage(home, "migrate", "--no-input", **offline)
+    store_a_turn = (
+        "from memory.messages import message_add\n"
+        "message_add(agent_id='a1', session_id='s1', role='user', content='我想订去京都的票')\n"
+        "message_add(agent_id='a1', session_id='s1', role='assistant', content='好的，几号出发？')"
+    )
+    manage(home, "shell", "-c", store_a_turn, **offline)
+    # A chat model that takes connections and never answers: the worker hangs in the summary.
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)
+    chat = {
+        "SILICONFLOW_API_KEY": "sk-silent",
+        "SILICONFLOW_BASE_URL": f"http://127.0.0.1:{silent.getsockname()[1]}/v1",
+    }
+    first = subprocess.Popen(
+        [sys.executable, "manage.py", "db_worker", "--no-startup-delay", "--interval", "0.2"],
+        cwd=ROOT,
+        env=service_env(home, **offline, **chat),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    task = f"SELECT status FROM {TASK_TABLE} WHERE task_path LIKE '%summarize_turn_task'"
+    try:
+        deadline = time.monotonic() + 90
+        while rows(db_path, task) != [("RUNNING",)]:
+            assert first.poll() is None and time.monotonic() < deadline, rows(db_path, task)
+            time.sleep(0.2)
+    finally:
+        first.kill()
+        first.wait(timeout=30)
+        silent.close()
+    summaries = "SELECT reply_id, content FROM short_term_memories"
+    assert rows(db_path, summaries) == []
+
+    second = manage(home, "db_worker", "--batch", "--no-startup-delay", **offline)
+    third = manage(home, "db_worker", "--batch", "--no-startup-delay", **offline)
+
+    assert "summarize_turn_task) was left running by worker" in second.stderr
+    ((_, summary),) = rows(db_path, summaries)  # one, by the offline summarizer
+    assert "我想订去京都的票" in summary
+    assert "left running" not in third.stderr and len(rows(db_path, summaries)) == 1
 
 
 @pytest.mark.slow
