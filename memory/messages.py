@@ -98,6 +98,16 @@ class NewMessage:
     import_fingerprint: str | None = None
     subagent_run: dict[str, Any] | None = None
 
+    def as_sent(self) -> dict[str, Any]:
+        """The message as a client sends it (what the JSONL backup keeps, what an
+        idempotency key's request is made of)."""
+        return {
+            "role": self.role,
+            "content": self.content,
+            "msg_type": self.msg_type,
+            "metadata": self.metadata,
+        }
+
 
 def message_add(
     *,
@@ -187,10 +197,7 @@ def messages_keep(
         ),
         agent_id=agent_id,
         session_id=session_id,
-        messages=[
-            {"role": m.role, "content": m.content, "msg_type": m.msg_type, "metadata": m.metadata}
-            for m in messages
-        ],
+        messages=[m.as_sent() for m in messages],
         idempotency_key=idempotency_key,
     )
 
@@ -295,15 +302,7 @@ def _store(
         key=idempotency_key,
         fingerprint=idempotency.fingerprint(
             session_id=session_id,
-            messages=[
-                {
-                    "role": m.role,
-                    "content": m.content,
-                    "msg_type": m.msg_type,
-                    "metadata": m.metadata,
-                }
-                for m in new
-            ],
+            messages=[m.as_sent() for m in new],
         ),
     )
     earlier = key.earlier_messages()

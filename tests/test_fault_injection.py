@@ -520,6 +520,19 @@ def test_the_worker_backs_off_through_database_errors_and_runs_every_task(db_tas
         assert any("interrupted by a database error" in line for line in worker.reported)
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_worker_gives_up_in_the_end_with_the_error(db_tasks, monkeypatch):
+    monkeypatch.setattr(db_worker, "BATCH_GIVES_UP_SECONDS", 0)
+    record_run.enqueue(1)
+    worker = resilient_worker()
+
+    fault = FailingSql("^BEGIN", "database or disk is full")
+    with connection.execute_wrapper(fault), pytest.raises(OperationalError, match="disk is full"):
+        worker.run()
+
+    assert heartbeat.beats() == []  # and it stopped beating
+
+
 def test_health_tells_whether_a_worker_runs_and_polls(client, db_tasks):
     def health() -> dict[str, Any]:
         response = client.get("/api/v1/health")

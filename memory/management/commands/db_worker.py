@@ -19,7 +19,14 @@ from django.core.management.base import CommandError, CommandParser
 from django.db import DatabaseError, InterfaceError, connections
 from django.utils.autoreload import DJANGO_AUTORELOAD_ENV, run_with_reloader
 from django_tasks_db.management.commands import db_worker
-from tenacity import RetryCallState, Retrying, retry_if_exception_type, wait_exponential
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_delay,
+    stop_never,
+    wait_exponential,
+)
 
 from memory import heartbeat
 from memory.tasks import WorkerIdentity, recover_abandoned_tasks, requeue_interrupted
@@ -29,6 +36,8 @@ logger = logging.getLogger(__name__)
 # The wait after a database error doubles from the first to the most, while errors last.
 FIRST_WAIT_SECONDS = 1
 MOST_WAIT_SECONDS = 30
+# How long `--batch` keeps trying through database errors before it fails.
+BATCH_GIVES_UP_SECONDS = 300
 
 
 class ResilientWorker(db_worker.Worker):
@@ -49,7 +58,10 @@ class ResilientWorker(db_worker.Worker):
             for attempt in Retrying(
                 retry=retry_if_exception_type((DatabaseError, InterfaceError)),
                 wait=wait_exponential(min=FIRST_WAIT_SECONDS, max=MOST_WAIT_SECONDS),
+                # `--batch` (a script's, an evaluation's) gives up in the end, with the error.
+                stop=stop_after_delay(BATCH_GIVES_UP_SECONDS) if self.batch else stop_never,
                 before_sleep=self._failed,
+                reraise=True,
             ):
                 with attempt:
                     self._recover()
