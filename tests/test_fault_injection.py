@@ -34,7 +34,7 @@ from typing import Any
 
 import httpx
 import pytest
-from django.db import OperationalError, connection
+from django.db import DatabaseError, OperationalError, ProgrammingError, connection
 from django_tasks_db.models import DBTaskResult
 
 from memory import auth, heartbeat, jsonl
@@ -58,17 +58,24 @@ class FailingSql:
     raise it, the first `times` times (every time when None). Install it with
     `connection.execute_wrapper(...)`."""
 
-    def __init__(self, pattern: str, message: str, times: int | None = None) -> None:
+    def __init__(
+        self,
+        pattern: str,
+        message: str,
+        times: int | None = None,
+        error: type[DatabaseError] = OperationalError,
+    ) -> None:
         self.pattern = re.compile(pattern, re.IGNORECASE)
         self.message = message
         self.left = times
+        self.error = error
         self.failed = 0
 
     def __call__(self, execute: Callable[..., Any], sql: str, *args: Any) -> Any:
         if self.pattern.search(sql) and self.left != 0:
             self.left = None if self.left is None else self.left - 1
             self.failed += 1
-            raise OperationalError(self.message)
+            raise self.error(self.message)
         return execute(sql, *args)
 
 
@@ -89,6 +96,10 @@ BATCH = {"messages": [ONE, {"role": "assistant", "content": "记住了：花生�
 
 
 def sentence(why: str) -> str:
+    """What a client is told of an outage; on PostgreSQL every OperationalError is the
+    connection's (SQLite's messages mean nothing there)."""
+    if connection.vendor != "sqlite":
+        why = "the connection to it failed"
     return f"the database is unavailable: {why}. Nothing was changed; retry in 10 s"
 
 
@@ -156,7 +167,15 @@ def test_a_database_error_that_is_no_outage_is_a_500_and_keeps_nothing(
     backup = backup_on(settings, tmp_path)
     client.raise_request_exception = False  # answered as in production
 
-    with connection.execute_wrapper(FailingSql(INSERT_MESSAGES, "no such table: main_messages")):
+    # A missing table: SQLite's driver says so with an OperationalError, psycopg with another.
+    fault = (
+        FailingSql(INSERT_MESSAGES, "no such table: main_messages")
+        if connection.vendor == "sqlite"
+        else FailingSql(
+            INSERT_MESSAGES, 'relation "main_messages" does not exist', error=ProgrammingError
+        )
+    )
+    with connection.execute_wrapper(fault):
         response = api.post("/sessions/s1/messages", ONE)
 
     assert response.status_code == 500
@@ -495,7 +514,10 @@ TASK_TABLE = DBTaskResult._meta.db_table
     "failing",
     [
         (f'^SELECT .*"{TASK_TABLE}"', "database or disk is full", 3),
-        ("^BEGIN", "database is locked", 3),
+        pytest.param(
+            ("^BEGIN", "database is locked", 3),
+            marks=pytest.mark.sqlite_only,  # PostgreSQL's BEGIN is no statement of a cursor
+        ),
         # django-tasks-db tries each of set_successful and set_failed 3 times: all 6 fail.
         (f'^UPDATE "{TASK_TABLE}" SET "status" = %s, "finished_at"', "disk I/O error", 6),
     ],
@@ -526,7 +548,7 @@ def test_a_batch_worker_gives_up_in_the_end_with_the_error(db_tasks, monkeypatch
     record_run.enqueue(1)
     worker = resilient_worker()
 
-    fault = FailingSql("^BEGIN", "database or disk is full")
+    fault = FailingSql(f'^SELECT .*"{TASK_TABLE}"', "database or disk is full")
     with connection.execute_wrapper(fault), pytest.raises(OperationalError, match="disk is full"):
         worker.run()
 
