@@ -752,10 +752,12 @@ def context_build(
     )
     if not cuts:
         _extend_working(working, candidates, layers, budget, summarised)
-    with outage.best_effort("counting the memories' uses"):  # the context answers anyway
-        LongTermMemory.objects.filter(pk__in=[i.id for i in layers["long_term"].items]).update(
-            access_count=F("access_count") + 1, last_accessed=now
-        )
+    used = [item.id for item in layers["long_term"].items]
+    if used:
+        with outage.best_effort("counting the memories' uses"):  # the context answers anyway
+            LongTermMemory.objects.filter(pk__in=used).update(
+                access_count=F("access_count") + 1, last_accessed=now
+            )
     system = _system_message(layers)
     messages = [{"role": "system", "content": system}] if system else []
     messages += chat_messages(working.items)
