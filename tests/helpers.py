@@ -5,8 +5,10 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
@@ -70,6 +72,32 @@ def stop_group(process: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> N
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, sig)
     process.wait(timeout=60)
+
+
+@contextlib.contextmanager
+def worker_hanging_on_the_chat_model(home: Path, **env: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A `db_worker` whose chat model takes connections and never answers, so that it hangs
+    in the first task that asks it (a summary, a consolidation's extraction), as one does in
+    a slow call when it is killed; killed (SIGKILL) when the block ends."""
+    with contextlib.closing(socket.socket()) as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        chat = {
+            "SILICONFLOW_API_KEY": "sk-silent",
+            "SILICONFLOW_BASE_URL": f"http://127.0.0.1:{silent.getsockname()[1]}/v1",
+        }
+        worker = subprocess.Popen(
+            [sys.executable, "manage.py", "db_worker", "--no-startup-delay", "--interval", "0.2"],
+            cwd=ROOT,
+            env=service_env(home, **env, **chat),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            yield worker
+        finally:
+            worker.kill()
+            worker.wait(timeout=30)
 
 
 def last_line(result: subprocess.CompletedProcess[str]) -> str:

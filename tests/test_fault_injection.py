@@ -23,7 +23,6 @@ import signal
 import socket
 import sqlite3
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -44,7 +43,13 @@ from memory.models import ApiKey, LongTermMemory, MainMessage
 from memory.tasks import OUTCOME_LOST
 from subagents.models import SubagentMessage
 from tests.factories import add_message
-from tests.helpers import ROOT, last_line, manage, procfile_process, service_env, stop_group
+from tests.helpers import (
+    last_line,
+    manage,
+    procfile_process,
+    stop_group,
+    worker_hanging_on_the_chat_model,
+)
 from tests.test_mcp import rpc, send
 from tests.worker_tasks import record_run
 
@@ -768,31 +773,12 @@ def test_a_worker_killed_while_summarizing_a_turn_has_it_summarized_once_by_the_
         "message_add(agent_id='a1', session_id='s1', role='assistant', content='好的，几号出发？')"
     )
     manage(home, "shell", "-c", store_a_turn, **offline)
-    # A chat model that takes connections and never answers: the worker hangs in the summary.
-    silent = socket.socket()
-    silent.bind(("127.0.0.1", 0))
-    silent.listen(16)
-    chat = {
-        "SILICONFLOW_API_KEY": "sk-silent",
-        "SILICONFLOW_BASE_URL": f"http://127.0.0.1:{silent.getsockname()[1]}/v1",
-    }
-    first = subprocess.Popen(
-        [sys.executable, "manage.py", "db_worker", "--no-startup-delay", "--interval", "0.2"],
-        cwd=ROOT,
-        env=service_env(home, **offline, **chat),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
     task = f"SELECT status FROM {TASK_TABLE} WHERE task_path LIKE '%summarize_turn_task'"
-    try:
+    with worker_hanging_on_the_chat_model(home, **offline) as first:
         deadline = time.monotonic() + 90
         while rows(db_path, task) != [("RUNNING",)]:
             assert first.poll() is None and time.monotonic() < deadline, rows(db_path, task)
             time.sleep(0.2)
-    finally:
-        first.kill()
-        first.wait(timeout=30)
-        silent.close()
     summaries = "SELECT reply_id, content FROM short_term_memories"
     assert rows(db_path, summaries) == []
 

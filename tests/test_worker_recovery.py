@@ -27,7 +27,7 @@ from memory.tasks import (
     summarize_turn_task,
 )
 from tests.factories import add_message
-from tests.helpers import ROOT, manage, service_env
+from tests.helpers import ROOT, manage, service_env, worker_hanging_on_the_chat_model
 
 GONE = f"{WorkerGone.__module__}.{WorkerGone.__qualname__}"
 DB_BACKEND = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
@@ -359,30 +359,11 @@ def test_a_worker_killed_during_a_consolidation_has_it_done_once_by_the_next_wor
         "agent_id='a1', session_id=replies[0].session_id, trigger='session_end')",
         **offline,
     )
-    # A chat model that takes connections and never answers: the first worker hangs in the
-    # run's extraction, as one does in a slow call when it is killed.
-    silent = socket.socket()
-    silent.bind(("127.0.0.1", 0))
-    silent.listen(16)
-    chat = {
-        "SILICONFLOW_API_KEY": "sk-silent",
-        "SILICONFLOW_BASE_URL": f"http://127.0.0.1:{silent.getsockname()[1]}/v1",
-    }
-    first = subprocess.Popen(
-        [sys.executable, "manage.py", "db_worker", "--no-startup-delay", "--interval", "0.2"],
-        cwd=ROOT,
-        env=service_env(home, **offline, **chat),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
+    # The first worker hangs in the run's extraction, and is killed there.
+    with worker_hanging_on_the_chat_model(home, **offline) as first:
         wait_until(
             lambda: [run["status"] for run in consolidation_runs(db_path)] == ["running"], first
         )
-    finally:
-        first.send_signal(signal.SIGKILL)
-        first.wait(timeout=30)
-        silent.close()
     assert long_term_memories(db_path) == []
 
     # The next worker (offline: the rule extractor) recovers the task and redoes the same run.
