@@ -20,7 +20,6 @@ import json
 import os
 import re
 import signal
-import socket
 import sqlite3
 import subprocess
 import threading
@@ -50,6 +49,7 @@ from tests.helpers import (
     stop_group,
     worker_hanging_on_the_chat_model,
 )
+from tests.test_access_log import free_port, wait_for
 from tests.test_mcp import rpc, send
 from tests.worker_tasks import record_run
 
@@ -628,23 +628,6 @@ def hold_write_lock(db_path: Path, seconds: float) -> threading.Thread:
     return thread
 
 
-def free_port() -> int:
-    with closing(socket.socket()) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(url: str, seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            httpx.get(url, timeout=2)
-            return
-        except httpx.HTTPError:
-            time.sleep(0.3)
-    raise AssertionError(f"{url} never answered")
-
-
 @pytest.mark.slow
 def test_a_lock_beyond_the_busy_timeout_loses_no_acknowledged_message_and_stops_no_process(
     tmp_path,
@@ -662,7 +645,7 @@ def test_a_lock_beyond_the_busy_timeout_loses_no_acknowledged_message_and_stops_
     web = procfile_process("web", home, ORCA_BIND=f"127.0.0.1:{port}", **env)
     worker = procfile_process("worker", home, **env)
     try:
-        wait_for(f"{base}/api/v1/health")
+        wait_for(f"{base}/api/v1/health", web)
         headers = {"Authorization": f"Bearer {warm}"}
         first = {"role": "user", "content": "before the lock"}
         assert (
