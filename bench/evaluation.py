@@ -25,7 +25,7 @@ import numpy as np
 
 from bench.measure import percentile
 from memory.context import Context, context_build
-from memory.embeddings import Embedder, Signature
+from memory.embeddings import Embedder, Signature, prefixed
 from memory.extraction import extract_with_sources
 from memory.messages import message_add
 from memory.models import MainMessage, MemoryType, Role
@@ -79,6 +79,7 @@ class CachedEmbedder:
     def __init__(self, embedder: Embedder, folder: Path) -> None:
         self.embedder = embedder
         self.signature: Signature = embedder.signature
+        self.thresholds = embedder.thresholds
         self.batch_size = embedder.batch_size
         name = f"{self.signature.provider}-{self.signature.model}-{self.signature.dimension}"
         self.path = folder / (re.sub(r"[^\w.-]", "_", name) + ".npz")
@@ -88,11 +89,13 @@ class CachedEmbedder:
                 self.vectors = dict(zip(stored["keys"], stored["vectors"].tolist(), strict=True))
         self.dirty = False
 
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        keys = [hashlib.sha256(text.encode()).hexdigest() for text in texts]
+    def embed(self, texts: Sequence[str], *, query: bool = False) -> list[list[float]]:
+        # Keyed by the text as the model sees it: a query and a document differ by prefix.
+        seen = prefixed(self.signature, texts, query=query)
+        keys = [hashlib.sha256(text.encode()).hexdigest() for text in seen]
         missing = [i for i, key in enumerate(keys) if key not in self.vectors]
         if missing:
-            fresh = self.embedder.embed([texts[i] for i in missing])
+            fresh = self.embedder.embed([texts[i] for i in missing], query=query)
             self.vectors.update({keys[i]: v for i, v in zip(missing, fresh, strict=True)})
             self.dirty = True
         return [self.vectors[key] for key in keys]

@@ -44,7 +44,6 @@ LONG_TERM_ITEMS = 2
 # document's lesson).
 IDENTITY_LONG_TERM_ITEMS = 5
 WEAK_IDENTITY_MINIMUM = 3
-IDENTITY_MIN_SIMILARITY = 0.3
 # Expired memories stay retrievable at half weight (the design: 降权而非删除).
 EXPIRED_WEIGHT = 0.5
 LONG_TERM_CANDIDATES = 20
@@ -321,21 +320,20 @@ def _identity_rank(item: Item) -> tuple[Any, ...]:
 def _long_term(
     agent_id: str,
     query: str | None,
-    vector: tuple[float, ...] | None,
+    embedded: QueryEmbedding,
     identity: bool,
     now: datetime,
 ) -> tuple[list[Item], list[LeftOut]]:
     """The memories chosen, and the candidates passed over with why."""
-    method, scores = _long_term_candidates(agent_id, query, vector)
+    method, scores = _long_term_candidates(agent_id, query, embedded.vector)
     active = LongTermMemory.objects.filter(agent_id=agent_id).active()
     matched = [_memory_item(m, scores[m.pk], method, now) for m in active.filter(pk__in=scores)]
     left_out: list[LeftOut] = []
     if identity:
-        weak = {
-            i.id for i in matched if method == "similarity" and i.score < IDENTITY_MIN_SIMILARITY
-        }
+        floor = embedded.thresholds.identity
+        weak = {i.id for i in matched if method == "similarity" and i.score < floor}
         left_out += [
-            LeftOut(i.id, f"identity question: similarity below {IDENTITY_MIN_SIMILARITY}", i.score)
+            LeftOut(i.id, f"identity question: similarity below {floor:g}", i.score)
             for i in matched
             if i.id in weak
         ]
@@ -723,7 +721,7 @@ def context_build(
     short_items, short_left_out = _short_term(
         agent_id, session_id, vector, {i.id for i in working.items}
     )
-    long_items, long_left_out = _long_term(agent_id, query, vector, identity, now)
+    long_items, long_left_out = _long_term(agent_id, query, embedded, identity, now)
     layers = {
         "working": working,
         "short_term": Layer(

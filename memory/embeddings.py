@@ -58,12 +58,34 @@ class EmbeddingError(Exception):
 
 @dataclass(frozen=True)
 class Signature:
+    """What the vector tables are built for: vectors of another signature do not compare.
+
+    Asymmetric models (e5) embed a query and a document with different prefixes; changing a
+    prefix changes every vector, so the prefixes belong to the signature."""
+
     provider: str
     model: str
     dimension: int
+    query_prefix: str = ""
+    document_prefix: str = ""
 
     def __str__(self) -> str:
         return f"{self.provider}/{self.model} ({self.dimension} dims)"
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """What a model's cosine similarities mean. Each model scores unrelated texts at its own
+    level, so each carries its own; they change without re-embedding."""
+
+    duplicate: float  # two memories say the same above this (consolidation merges them)
+    identity: float  # an identity question ("do you remember me?") takes memories above this
+    relevance: float  # a memory or a recalled message is about the query at least this much
+
+
+# Served models we have not measured (bge-m3 and the like): the values used before models
+# carried their own.
+DEFAULT_THRESHOLDS = Thresholds(duplicate=0.8, identity=0.3, relevance=0.0)
 
 
 # Texts per call of the worker, unless `embedding_batch_size` sets it. A remote API takes the
@@ -75,11 +97,19 @@ LOCAL_BATCH_SIZE = 32
 
 class Embedder(Protocol):
     signature: Signature
+    thresholds: Thresholds
     batch_size: int  # texts per call that suit the provider
 
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """One vector per text, in order; raises EmbeddingError."""
+    def embed(self, texts: Sequence[str], *, query: bool = False) -> list[list[float]]:
+        """One vector per text, in order, each text given the signature's query or document
+        prefix; raises EmbeddingError."""
         ...
+
+
+def prefixed(signature: Signature, texts: Sequence[str], *, query: bool) -> list[str]:
+    """The texts as the model must see them: an asymmetric model's prefix first."""
+    prefix = signature.query_prefix if query else signature.document_prefix
+    return [prefix + text for text in texts]
 
 
 class InputRejected(EmbeddingError):
@@ -108,6 +138,7 @@ class HttpEmbedder:
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.signature = Signature(provider, model, dimension)
+        self.thresholds = DEFAULT_THRESHOLDS
         self.batch_size = batch_size
         self._retrying = retrying(
             attempts=attempts, backoff_seconds=backoff_seconds, retryable=_Retryable
@@ -116,10 +147,11 @@ class HttpEmbedder:
             base_url=base_url, api_key=api_key, timeout_seconds=timeout_seconds, transport=transport
         )
 
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+    def embed(self, texts: Sequence[str], *, query: bool = False) -> list[list[float]]:
+        texts = prefixed(self.signature, texts, query=query)
         vectors: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
-            batch = list(texts[start : start + self.batch_size])
+            batch = texts[start : start + self.batch_size]
             vectors.extend(self._retrying(self._embed_batch, batch))
         return vectors
 
@@ -175,6 +207,7 @@ class LocalEmbedder:
     """
 
     signature = Signature("local", LOCAL_MODEL, LOCAL_DIMENSION)
+    thresholds = DEFAULT_THRESHOLDS
     batch_size = LOCAL_BATCH_SIZE
 
     def __init__(self) -> None:
@@ -227,7 +260,7 @@ class LocalEmbedder:
                 self._load_error = None
         return self._model
 
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+    def embed(self, texts: Sequence[str], *, query: bool = False) -> list[list[float]]:
         try:
             vectors = self._load().encode(
                 list(texts), normalize_embeddings=True, batch_size=32, show_progress_bar=False

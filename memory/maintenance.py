@@ -64,7 +64,9 @@ STALE_REASON = "its worker stopped during the run"
 REQUEUED_REASON = "its worker stopped during the run: queued again"
 GIVEN_UP_REASON = "its worker stopped during the run, too often: not run again"
 JOINED_REASON = "its worker stopped during the run: the session's waiting run covers it"
-DUPLICATE_SIMILARITY = 0.8
+# Two texts say the same above this bigram similarity (memory.text); vectors use their
+# model's own threshold (Thresholds.duplicate).
+DUPLICATE_TEXT_SIMILARITY = 0.8
 # Dedup compares an extracted item with this many of the agent's memories from each index
 # (nearest vectors, best lexical matches), never with all of them.
 DEDUP_CANDIDATES = 20
@@ -206,19 +208,19 @@ Vector = tuple[float, ...]
 Fresh = tuple[str, Vector]  # a memory this run created: its type and vector
 
 
-def _embed_items(items: list[Extracted]) -> list[Vector | None]:
-    """The items' vectors, made before the write transaction (a provider may be slow). None
-    for each when vectors are unusable or the provider fails: text similarity decides alone,
-    and the run goes on."""
+def _embed_items(items: list[Extracted]) -> tuple[list[Vector | None], float]:
+    """The items' vectors, made before the write transaction (a provider may be slow), and
+    the similarity above which the model's vectors say the same. None for each when vectors
+    are unusable or the provider fails: text similarity decides alone, and the run goes on."""
     embedder = embeddings.configured_embedder()
     if not items or embedder is None or not vectors.vector_search_status(embedder).enabled:
-        return [None] * len(items)
+        return [None] * len(items), 1.0
     try:
         found = embedder.embed([item.content[: vectors.MAX_EMBED_CHARS] for item in items])
     except EmbeddingError as exc:
         logger.warning("Consolidation dedups by text only, the provider failed: %s", exc)
-        return [None] * len(items)
-    return [tuple(vector) for vector in found]
+        return [None] * len(items), 1.0
+    return [tuple(vector) for vector in found], embedder.thresholds.duplicate
 
 
 def _cosine(a: Vector, b: Vector) -> float:
@@ -227,10 +229,11 @@ def _cosine(a: Vector, b: Vector) -> float:
 
 
 def _duplicate_of(
-    agent_id: str, item: Extracted, vector: Vector | None, fresh: dict[int, Fresh]
+    agent_id: str, item: Extracted, vector: Vector | None, duplicate: float, fresh: dict[int, Fresh]
 ) -> LongTermMemory | None:
-    """The agent's active memory of the item's type that the item repeats (> 0.8 similar),
-    if any, from a short list of candidates found through the index.
+    """The agent's active memory of the item's type that the item repeats (its vector more
+    similar than `duplicate`, or its text more than 0.8), if any, from a short list of
+    candidates found through the index.
 
     With vectors, the nearest memories by cosine similarity; always, the best lexical
     matches by text similarity, which also finds memories not embedded yet (KNN cannot see
@@ -257,19 +260,26 @@ def _duplicate_of(
         memory_type=item.memory_type,
         pk__in=[*similarity, *(hit.id for hit in lexical)],
     )
-    best, best_score = None, DUPLICATE_SIMILARITY
+    best, best_margin = None, 0.0
     for memory in candidates:
-        score = max(similarity.get(memory.pk, 0.0), text_similarity(memory.content, item.content))
-        if score > best_score:
-            best, best_score = memory, score
+        margin = max(
+            similarity.get(memory.pk, -1.0) - duplicate,
+            text_similarity(memory.content, item.content) - DUPLICATE_TEXT_SIMILARITY,
+        )
+        if margin > best_margin:
+            best, best_margin = memory, margin
     return best
 
 
 def _store(
-    run: ConsolidationRun, item: Extracted, vector: Vector | None, fresh: dict[int, Fresh]
+    run: ConsolidationRun,
+    item: Extracted,
+    vector: Vector | None,
+    duplicate_similarity: float,
+    fresh: dict[int, Fresh],
 ) -> bool:
     """Merge the item into the memory it repeats (True), or create one (False)."""
-    duplicate = _duplicate_of(run.agent_id, item, vector, fresh)
+    duplicate = _duplicate_of(run.agent_id, item, vector, duplicate_similarity, fresh)
     if duplicate is not None:
         _merge(run, duplicate, item)
         return True
@@ -547,12 +557,12 @@ def run_consolidation(run_id: int) -> ConsolidationRun | None:
         extracted = _extract(run, covered)
         if extracted is None:
             return _finish(run, RunStatus.FAILED, INVALID_ANSWER_REASON)
-        item_vectors = _embed_items(extracted)
+        item_vectors, duplicate_similarity = _embed_items(extracted)
         fresh: dict[int, Fresh] = {}
         # Short: index lookups and small writes, nothing slow.
         with transaction.atomic():
             for item, vector in zip(extracted, item_vectors, strict=True):
-                if _store(run, item, vector, fresh):
+                if _store(run, item, vector, duplicate_similarity, fresh):
                     run.merged += 1
                 else:
                     run.created += 1

@@ -513,12 +513,15 @@ class VectorIndexState(models.Model):
     """The one row describing the vector tables: whose vectors they hold, and the last run.
 
     The tables' dimension is fixed in their DDL, so vectors of two providers cannot mix: the
-    signature (provider, model, dimension) says which provider filled them.
+    signature (provider, model, dimension, prefixes) says which provider filled them.
     """
 
     provider = models.TextField()
     model = models.TextField()
     dimension = models.IntegerField()
+    # An asymmetric model's prefixes (e5's "query: " and "passage: "); empty for the others.
+    query_prefix = models.TextField(blank=True, db_default="")
+    document_prefix = models.TextField(blank=True, db_default="")
     built_at = models.DateTimeField(db_default=Now())
     last_success_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True, db_default="")

@@ -22,11 +22,13 @@ from django.utils import timezone
 
 from memory import embeddings, index
 from memory.embeddings import (
+    DEFAULT_THRESHOLDS,
     Embedder,
     EmbeddingError,
     InputRejected,
     LocalEmbedder,
     Signature,
+    Thresholds,
 )
 from memory.models import LongTermMemory, MainMessage, ShortTermMemory, VectorIndexState
 from memory.text import speaker
@@ -56,7 +58,11 @@ def index_state() -> VectorIndexState | None:
 
 def _stored_signature() -> Signature | None:
     state = index_state()
-    return Signature(state.provider, state.model, state.dimension) if state else None
+    if state is None:
+        return None
+    return Signature(
+        state.provider, state.model, state.dimension, state.query_prefix, state.document_prefix
+    )
 
 
 def vector_search_status(embedder: Embedder | None = None) -> VectorSearchStatus:
@@ -108,6 +114,8 @@ def rebuild_index(signature: Signature) -> None:
                 "provider": signature.provider,
                 "model": signature.model,
                 "dimension": signature.dimension,
+                "query_prefix": signature.query_prefix,
+                "document_prefix": signature.document_prefix,
                 "built_at": timezone.now(),
                 "consecutive_failures": 0,
             },
@@ -331,10 +339,12 @@ def _embed_one_by_one(source: Source, embedder: Embedder, batch: list[Any]) -> i
 
 @dataclass(frozen=True)
 class QueryEmbedding:
-    """A query's vector, or None and the reason vectors cannot help this query."""
+    """A query's vector, or None and the reason vectors cannot help this query; with the
+    thresholds of the model that made it (what its similarities mean)."""
 
     vector: tuple[float, ...] | None
     reason: str | None = None
+    thresholds: Thresholds = DEFAULT_THRESHOLDS
 
 
 def query_embedding(query: str, embedder: Embedder | None = None) -> QueryEmbedding:
@@ -352,7 +362,7 @@ def query_embedding(query: str, embedder: Embedder | None = None) -> QueryEmbedd
             "is Chinese, Japanese or Korean",
         )
     try:
-        return QueryEmbedding(query_vector(embedder, query))
+        return QueryEmbedding(query_vector(embedder, query), thresholds=embedder.thresholds)
     except EmbeddingError as exc:
         return QueryEmbedding(None, f"the query could not be embedded: {exc}")
 
@@ -365,4 +375,4 @@ def query_vector(embedder: Embedder, text: str) -> tuple[float, ...]:
     not_loaded = _model_not_loaded(embedder)
     if not_loaded:
         raise EmbeddingError(not_loaded)
-    return tuple(embedder.embed([text[:MAX_EMBED_CHARS]])[0])
+    return tuple(embedder.embed([text[:MAX_EMBED_CHARS]], query=True)[0])

@@ -7,7 +7,7 @@ import math
 import re
 from collections.abc import Sequence
 
-from memory.embeddings import EmbeddingError, Signature
+from memory.embeddings import DEFAULT_THRESHOLDS, EmbeddingError, Signature
 
 
 class FakeEmbedder:
@@ -25,11 +25,12 @@ class FakeEmbedder:
         fail_times: int = 0,
     ) -> None:
         self.signature = Signature(name, model, dimension)
+        self.thresholds = DEFAULT_THRESHOLDS
         self.batch_size = 5
         self.fail_times = fail_times
         self.calls: list[list[str]] = []
 
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+    def embed(self, texts: Sequence[str], *, query: bool = False) -> list[list[float]]:
         self.calls.append(list(texts))
         if self.fail_times:
             self.fail_times -= 1

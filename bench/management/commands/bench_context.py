@@ -34,7 +34,7 @@ from bench.measure import median_and_range, percentile
 from bench.tempdb import use_temporary_database
 from memory import index, index_numpy
 from memory.context import context_build
-from memory.embeddings import Signature
+from memory.embeddings import DEFAULT_THRESHOLDS, Signature
 from memory.models import LongTermMemory, MainMessage, MemoryType, ShortTermMemory
 from memory.tokens import estimate_tokens
 from memory.vectors import embed_pending, prepare_index, query_vector
@@ -78,10 +78,11 @@ class FakeEmbedder:
 
     def __init__(self, dimension: int) -> None:
         self.signature = Signature("bench", "random", dimension)
+        self.thresholds = DEFAULT_THRESHOLDS
         self.batch_size = 500
         self._rng = np.random.default_rng(1)
 
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+    def embed(self, texts: Sequence[str], *, query: bool = False) -> list[list[float]]:
         vectors = self._rng.standard_normal((len(texts), self.signature.dimension))
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
         return vectors.tolist()
