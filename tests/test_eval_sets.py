@@ -1,0 +1,181 @@
+"""The hand-written evaluation sets under tests/data/ are well-formed: what `eval_locomo` reads
+(bench/evaluation.py) and what each set's README promises."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.evaluation import session_time
+from tests.helpers import ROOT
+
+DATA = ROOT / "tests" / "data"
+SETS = ["zh_multisession", "cross_language", "agent_style"]
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
+
+
+def turns(name: str) -> list[dict[str, Any]]:
+    return lines(DATA / name / "conversations.jsonl")
+
+
+def queries(name: str) -> list[dict[str, Any]]:
+    return lines(DATA / name / "queries.jsonl")
+
+
+def users(name: str) -> dict[str, str]:
+    """Each conversation's user: its first speaker (replay_conversations makes it `user`)."""
+    first: dict[str, str] = {}
+    for turn in turns(name):
+        first.setdefault(turn["conversation_id"], turn["speaker"])
+    return first
+
+
+def readme_counts(name: str) -> dict[str, str]:
+    """The README's counts table: the first cell of each row -> the second."""
+    rows = re.findall(
+        r"^\| ([^|]+?) \| (.+?) \|$", (DATA / name / "README.md").read_text("utf-8"), re.M
+    )
+    return dict(rows)
+
+
+def first_number(cell: str) -> int:
+    return int(re.search(r"\d[\d,]*", cell).group().replace(",", ""))
+
+
+@pytest.mark.parametrize("name", SETS)
+def test_it_has_unique_turn_ids_and_question_indexes(name):
+    ids = [(t["conversation_id"], t["turn_id"]) for t in turns(name)]
+    indexes = [q["qa_index"] for q in queries(name)]
+
+    assert len(ids) == len(set(ids))
+    assert indexes == list(range(len(indexes)))
+
+
+@pytest.mark.parametrize("name", SETS)
+def test_it_names_turns_after_their_session(name):
+    for turn in turns(name):
+        session = f"{turn['conversation_id']}/session_{turn['session_index']}"
+        assert turn["session_id"] == session
+        assert turn["turn_id"].startswith(f"D{turn['session_index']}:")
+        assert turn["text"].strip()
+
+
+@pytest.mark.parametrize("name", SETS)
+def test_it_points_every_question_at_turns_of_its_own_conversation(name):
+    known = {(t["conversation_id"], t["turn_id"]) for t in turns(name)}
+    for question in queries(name):
+        assert question["evidence"], question
+        assert len(question["evidence"]) == len(set(question["evidence"])), question
+        for turn in question["evidence"]:
+            assert (question["conversation_id"], turn) in known, question
+        assert str(question["answer"]).strip(), question
+        assert str(question["question"]).strip(), question
+        assert "category" in question
+
+
+@pytest.mark.parametrize("name", SETS)
+def test_it_keeps_sessions_in_time_order_and_asks_after_the_last(name):
+    last: dict[str, datetime] = {}
+    sessions: dict[tuple[str, int], str] = {}
+    for turn in turns(name):
+        conversation, index = turn["conversation_id"], turn["session_index"]
+        when = session_time(turn["session_datetime"])
+        if (conversation, index) in sessions:
+            assert sessions[(conversation, index)] == turn["session_datetime"]
+            continue
+        sessions[(conversation, index)] = turn["session_datetime"]
+        if conversation in last:
+            assert (conversation, index - 1) in sessions, turn
+            assert when > last[conversation], turn
+        else:
+            assert index == 1, turn
+        last[conversation] = when
+    for question in queries(name):
+        assert session_time(question["asked_at"]) > last[question["conversation_id"]], question
+
+
+@pytest.mark.parametrize("name", SETS)
+def test_it_opens_each_session_with_the_user_and_alternates_speakers(name):
+    user = users(name)
+    speakers: dict[str, set[str]] = {}
+    previous: tuple[str, int, str] | None = None
+    for turn in turns(name):
+        conversation, index = turn["conversation_id"], turn["session_index"]
+        speakers.setdefault(conversation, set()).add(turn["speaker"])
+        if previous is None or previous[:2] != (conversation, index):
+            assert turn["speaker"] == user[conversation], turn
+        else:
+            assert turn["speaker"] != previous[2], turn
+        previous = (conversation, index, turn["speaker"])
+    assert all(len(names) == 2 for names in speakers.values())
+
+
+@pytest.mark.parametrize("name", SETS)
+def test_it_counts_in_its_readme_what_its_files_hold(name):
+    counts = readme_counts(name)
+    all_turns = turns(name)
+    user = users(name)
+    said_by_user = sum(t["speaker"] == user[t["conversation_id"]] for t in all_turns)
+
+    assert first_number(counts["conversations"]) == len(user)
+    assert first_number(counts["sessions"]) == len(
+        {(t["conversation_id"], t["session_index"]) for t in all_turns}
+    )
+    assert first_number(counts["messages"]) == len(all_turns)
+    assert f"{said_by_user} user" in counts["messages"]
+    assert f"{len(all_turns) - said_by_user} assistant" in counts["messages"]
+    assert first_number(counts["questions"]) == len(queries(name))
+    stated = dict(re.findall(r"(\w[\w-]*)[^,:]*: (\d+)", counts["by category"]))
+    assert {k: int(v) for k, v in stated.items()} == Counter(
+        str(q["category"]) for q in queries(name)
+    )
+
+
+def test_it_asks_the_cross_language_questions_in_the_other_language():
+    user = users("cross_language")
+    chinese_conversations = {
+        t["conversation_id"]
+        for t in turns("cross_language")
+        if t["speaker"] == user[t["conversation_id"]] and CJK.search(t["text"])
+    }
+    for question in queries("cross_language"):
+        chinese_question = bool(CJK.search(question["question"]))
+        assert chinese_question != (question["conversation_id"] in chinese_conversations)
+        assert question["category"] == ("zh-asks-en" if chinese_question else "en-asks-zh")
+    directions = Counter(q["category"] for q in queries("cross_language"))
+    assert directions["en-asks-zh"] >= 40 and directions["zh-asks-en"] >= 40
+
+
+def test_it_marks_the_agents_words_only_for_questions_about_them():
+    user = users("agent_style")
+    speaker = {(t["conversation_id"], t["turn_id"]): t["speaker"] for t in turns("agent_style")}
+    for question in queries("agent_style"):
+        by_assistant = [
+            speaker[(question["conversation_id"], turn)] != user[question["conversation_id"]]
+            for turn in question["evidence"]
+        ]
+        assert any(by_assistant) == (question["category"] == "assistant"), question
+
+
+def test_it_gives_the_agent_long_replies():
+    # The README's bounds: 150 to 400 words in English, 300 to 1,000 characters in Chinese.
+    user = users("agent_style")
+    replies = [t for t in turns("agent_style") if t["speaker"] != user[t["conversation_id"]]]
+    english = [t for t in replies if t["speaker"] == "Assistant"]
+    chinese = [t for t in replies if t["speaker"] == "助手"]
+
+    assert len(english) + len(chinese) == len(replies) and english and chinese
+    for turn in english:
+        assert 150 <= len(turn["text"].split()) <= 400, turn["turn_id"]
+    for turn in chinese:
+        assert 300 <= len(turn["text"]) <= 1000, turn["turn_id"]
