@@ -13,8 +13,12 @@ class MemoryConfig(AppConfig):
         # The embedding provider is resolved once, as each process starts (web, task worker,
         # command): installing the local model under a running server changes nothing until
         # it restarts, and the web process and the worker started together agree.
-        from memory import auth, embeddings, index
+        from django.conf import settings
 
+        from memory import auth, embeddings, index
+        from orca_memory.config import log_legacy_notice
+
+        log_legacy_notice(settings.ORCA)  # old configuration keys: once per process
         embeddings.provider_name()
         connection_created.connect(index.prepare_connection)
         # Bookkeeping of API keys waits until a request is answered (memory.auth).

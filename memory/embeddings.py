@@ -1,13 +1,14 @@
 """Embedding providers behind one small interface, chosen by configuration.
 
 - `siliconflow`: SiliconFlow's OpenAI-compatible `POST {base_url}/embeddings` (Pro/BAAI/bge-m3).
-- `openai`: the same client for any OpenAI-compatible server (Ollama, vLLM, LM Studio...).
+- `openai`: the same client for any OpenAI-compatible server (OpenAI, Ollama, vLLM...).
 - `local`: sentence-transformers with the bundled all-MiniLM-L6-v2 (requirements-local.txt).
 - `none`: no embeddings; search is lexical.
 
-`auto` (the default) picks siliconflow when an API key is configured, else local when it is
-installed, else none. A provider's `signature` (provider, model, dimension) is what the vector
-tables are built for; see memory.vectors.
+`auto` (the default) picks `openai` when `[embedding] base_url` names an endpoint, else
+local (a SiliconFlow key alone, the old way, already selects siliconflow: orca_memory.config
+resolves presets and old keys into `[embedding]`'s settings). A provider's `signature`
+(provider, model, dimension) is what the vector tables are built for; see memory.vectors.
 """
 
 from __future__ import annotations
@@ -277,12 +278,11 @@ def local_installed() -> bool:
 
 
 def resolve_provider(config: Config) -> str:
-    """The provider a configuration selects: `auto` resolved, or `none`."""
+    """The provider a configuration selects, `auto` resolved: a remote endpoint when one is
+    configured, else the local model, which is always installed."""
     if config.embedding_provider != "auto":
         return config.embedding_provider
-    if config.siliconflow_api_key:
-        return "siliconflow"
-    return "local" if local_installed() else "none"
+    return "openai" if config.embedding_base_url else "local"
 
 
 @cache
@@ -303,20 +303,13 @@ def _forget_the_provider(*, setting: str, **kwargs: Any) -> None:
 @cache
 def _embedder_for(name: str) -> Embedder | None:
     config = settings.ORCA
-    if name == "siliconflow":
+    if name in ("siliconflow", "openai"):
+        # The provider's name is part of the vector signature: a store keeps its vectors.
         return HttpEmbedder(
-            provider="siliconflow",
-            base_url=config.siliconflow_base_url,
-            api_key=config.siliconflow_api_key,
-            model=config.siliconflow_embedding_model,
-            dimension=config.embedding_dim,
-        )
-    if name == "openai":
-        return HttpEmbedder(
-            provider="openai",
-            base_url=config.openai_base_url,
-            api_key=config.openai_api_key,
-            model=config.openai_embedding_model,
+            provider=name,
+            base_url=config.embedding_base_url,
+            api_key=config.embedding_api_key,
+            model=config.embedding_model,
             dimension=config.embedding_dim,
         )
     if name == "local":

@@ -7,7 +7,6 @@ commands that do not embed never import PyTorch.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import shlex
@@ -31,32 +30,15 @@ from tests.helpers import ROOT, last_line, manage, service_env
 LOADING = "local/all-MiniLM-L6-v2 (384 dims): the model is still loading"
 
 
-def test_installing_the_local_model_under_a_running_process_does_not_switch_its_provider(
-    settings, monkeypatch
-):
-    settings.ORCA = dataclasses.replace(
-        settings.ORCA, embedding_provider="auto", siliconflow_api_key=None
-    )
-    monkeypatch.setattr(embeddings, "local_installed", lambda: False)
-    assert embeddings.provider_name() == "none"
-
-    monkeypatch.setattr(embeddings, "local_installed", lambda: True)  # `make install-local`
-
-    assert embeddings.provider_name() == "none"
-    assert embeddings.configured_embedder() is None
-    embeddings.provider_name.cache_clear()  # what a restart does
-    assert embeddings.provider_name() == "local"
-
-
 def test_the_server_hands_every_worker_the_provider_it_resolved_at_start(monkeypatch):
     monkeypatch.delenv("ORCA_EMBEDDING_PROVIDER")  # auto
-    monkeypatch.setattr(embeddings, "local_installed", lambda: True)
+    monkeypatch.setenv("EMBEDDING_PROVIDER", "")  # unset, and removed after the test
     server = types.SimpleNamespace(log=types.SimpleNamespace(info=lambda *args: None))
 
     gunicorn_conf.on_starting(server)  # in gunicorn's master, before any worker
 
     # Workers, and those started later in place of one that died, inherit it.
-    assert os.environ["ORCA_EMBEDDING_PROVIDER"] == "local"
+    assert os.environ["EMBEDDING_PROVIDER"] == "local"
 
 
 class Loader:
