@@ -74,7 +74,8 @@ class Counts:
 
     @classmethod
     def total(cls, counts: list[Counts]) -> Counts:
-        """Several processes' counts as one; the last latency is the first one's."""
+        """Several processes' counts as one; the last latency is the first's (health passes
+        the newest heartbeat first)."""
         summed = {
             f.name: sum(getattr(c, f.name) for c in counts)
             for f in fields(cls)

@@ -14,12 +14,14 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import httpx
 import pytest
 
 from memory import heartbeat, llm, maintenance
 from memory.llm import ChatClient, Counts, LLMError, Usage
 from memory.maintenance import InvalidAnswer, consolidate_session, llm_extract, summarize_turns
 from memory.models import LongTermMemory, ShortTermMemory
+from memory.remote import retry_after_seconds
 from tests.factories import add_message
 
 
@@ -226,6 +228,22 @@ def test_a_429_waits_as_long_as_retry_after_says(server):
 
     assert time.monotonic() - started >= 1.0
     assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        ("2", 2.0),
+        ("0.5", 0.5),
+        ("3600", 60.0),  # at most a minute: the worker has other work
+        ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0),  # a date already past
+        ("soon", None),
+        ("", None),
+    ],
+)
+def test_retry_after_is_read_as_seconds_or_a_date_and_capped(value, seconds):
+    response = httpx.Response(429, headers={"Retry-After": value} if value else {})
+    assert retry_after_seconds(response) == seconds
 
 
 @pytest.mark.parametrize("status", [500, 502, 503])
