@@ -377,3 +377,17 @@ def test_health_says_offline_without_a_chat_model(client):
         None,
         None,
     )
+
+
+def test_a_workers_heartbeat_carries_its_chat_model_counts(server):
+    client = client_for(server, usage=llm.USAGE)
+    server.script = [said("fine", tokens=(11, 2))]
+    client.complete("hello")
+    heart = heartbeat.Heart("worker-counts")
+    try:
+        heart.beat()
+        (beat,) = [b for b in heartbeat.beats() if b.worker_id == "worker-counts"]
+    finally:
+        heartbeat.remove("worker-counts")
+    assert beat.chat == llm.USAGE.counts()
+    assert beat.chat.prompt_tokens >= 11 and beat.chat.answered >= 1
