@@ -329,12 +329,39 @@ class WorkerHealthOut(Schema):
     last_error_at: datetime | None = None
 
 
+class ChatUsageOut(Schema):
+    calls: int = Field(description="requests sent to the chat model, retries included")
+    failures: int = Field(description="requests that brought no answer")
+    invalid_answers: int = Field(description="answers that were not the JSON asked for")
+    fallbacks: int = Field(description="summaries and extractions made offline as it failed")
+    prompt_tokens: int = Field(description="from the answers' `usage`, when the server sends it")
+    completion_tokens: int
+    mean_latency_ms: float | None = None
+    last_latency_ms: float | None = None
+
+
+class LlmHealthOut(Schema):
+    configured: bool = Field(description="false: summaries and extraction are made offline")
+    provider: str = Field(
+        description="none, custom, or a preset: siliconflow, openai, ollama, vllm, llamacpp"
+    )
+    host: str | None = Field(None, description="the server's host and port")
+    model: str | None = None
+    this_process: ChatUsageOut = Field(
+        description="the web process that answered, since it started"
+    )
+    workers: ChatUsageOut | None = Field(
+        None, description="the running task workers, since each started (their heartbeats)"
+    )
+
+
 class HealthOut(Schema):
     status: str
     database: DatabaseHealthOut
     vector_search: VectorHealthOut
     embedding: EmbeddingHealthOut
     worker: WorkerHealthOut
+    llm: LlmHealthOut
 
 
 @router.get("/health", response={200: HealthOut, 503: HealthOut}, auth=None, tags=["health"])

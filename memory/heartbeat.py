@@ -5,6 +5,10 @@ Each `manage.py db_worker` writes `<data_dir>/workers/<its id>.json` every HEART
 removes it when it stops. A file, not a row: the worker must be seen while the database is
 locked or gone, which is when it matters. Workers on another machine (a shared PostgreSQL)
 write where health cannot read: health then says no worker is seen, and why.
+
+A beat also carries the worker's use of the chat model since it started (memory.llm.Counts):
+the worker asks it for summaries and extraction, and health, answered by a web process,
+has no other way to see those calls.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from memory import llm
 from orca_memory.files import id_file_name, open_private, path_inside, private_dir
 
 HEARTBEAT_SECONDS = 5.0
@@ -34,6 +39,7 @@ class Beat:
     state: str  # "polling", or "backing off" after a database error
     last_error: str | None = None
     last_error_at: datetime | None = None
+    chat: llm.Counts | None = None  # the worker's use of the chat model
 
     def is_alive(self, now: datetime) -> bool:
         return now - self.at <= ALIVE_WITHIN
@@ -73,6 +79,7 @@ def _read(path: Path) -> Beat | None:
             last_error_at=(
                 datetime.fromisoformat(raw["last_error_at"]) if raw.get("last_error_at") else None
             ),
+            chat=llm.Counts.read(raw.get("chat")),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None  # removed meanwhile, or not ours
@@ -116,6 +123,7 @@ class Heart:
             state=self.state,
             last_error=self.last_error,
             last_error_at=self.last_error_at,
+            chat=llm.USAGE.counts(),
         )
         with contextlib.suppress(OSError):  # a full disk: health says the worker is not seen
             write(beat)

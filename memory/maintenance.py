@@ -9,8 +9,10 @@
   dropped. Each run covers what the session said since its last run.
 - Beyond `long_term_cap`, the least used, least confident memories are archived (kept).
 
-With a SiliconFlow key the chat model writes summaries and extracts memories; without one an
-offline summarizer and a rule-based extractor do, so every layer fills on the default setup.
+With a chat model (`[llm]`, memory.llm) the model writes summaries and extracts memories;
+without one, or when it fails (unreachable, or not the JSON asked for, twice), an offline
+summarizer and a rule-based extractor do, so every layer fills on the default setup. Each
+summary (`summarizer`) and run (`extractor`, with the reason) records which path made it.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from memory import embeddings, index, memories, scheduling, vectors
 from memory.embeddings import EmbeddingError
 from memory.extraction import MEMORY_CHARS, Extracted, offline_extract
 from memory.extraction import sentences as _sentences
-from memory.llm import LLMError, configured_chat
+from memory.llm import ChatClient, LLMError, configured_chat
 from memory.models import (
     RUN_NOTE,
     WAITING,
@@ -43,6 +45,7 @@ from memory.models import (
     Role,
     RunStatus,
     ShortTermMemory,
+    Summarizer,
 )
 from memory.text import text_similarity
 from memory.vectors import delete_with_vectors, drop_vectors
@@ -60,6 +63,7 @@ WINDOW_REASON = "the agent was consolidated less than 30 seconds ago: deferred t
 BUSY_REASON = "another run of the agent is still going: deferred to run_after"
 NOTHING_NEW_REASON = "nothing new since the session's last run"
 INVALID_ANSWER_REASON = "the chat model's answer was not valid JSON, twice"
+FELL_BACK = "the rules extracted instead"
 STALE_REASON = "its worker stopped during the run"
 REQUEUED_REASON = "its worker stopped during the run: queued again"
 GIVEN_UP_REASON = "its worker stopped during the run, too often: not run again"
@@ -74,10 +78,11 @@ MERGE_CONFIDENCE_STEP = 0.1
 SUMMARY_CHARS = 100
 
 SUMMARY_PROMPT = "请用一句话总结本轮对话的关键信息，不超过 50 字：\n\n{turn}"
+# A JSON object, not an array: servers' JSON mode (response_format json_object) makes objects.
 EXTRACTION_PROMPT = """从下面的对话摘要中提取值得长期记住的信息（用户偏好、事实、决策、项目背景）。
-只输出一个 JSON 数组，不要其他文字，格式：
-[{{"type": "preference|fact|decision|project", "content": "一句话"}}]
-没有值得记住的信息时输出 []。
+只输出一个 JSON 对象，不要其他文字，格式：
+{{"memories": [{{"type": "preference|fact|decision|project", "content": "一句话"}}]}}
+没有值得记住的信息时输出 {{"memories": []}}。
 
 摘要：
 {summaries}"""
@@ -134,12 +139,14 @@ def _summary_of(reply: MainMessage) -> ShortTermMemory:
             text = chat.complete(SUMMARY_PROMPT.format(turn=lines), max_tokens=120)
         except LLMError as exc:
             logger.warning("Summary by the chat model failed, using the offline one: %s", exc)
+            chat.usage.fell_back()
     return ShortTermMemory(
         agent_id=reply.agent_id,
         session_id=reply.session_id,
         content=(text or offline_summary(turn))[:1000],
         source_count=len(turn),
         reply_id=reply.pk,
+        summarizer=Summarizer.LLM if text else Summarizer.OFFLINE,
     )
 
 
@@ -154,28 +161,49 @@ def _keep_newest_summaries(agent_id: str, session_id: str) -> None:
 
 
 def _parse_extraction(answer: str) -> list[Extracted]:
-    start, end = answer.find("["), answer.rfind("]")
+    """The memories of an answer shaped as EXTRACTION_PROMPT asks (text around the object, a
+    code fence, is ignored); ValueError says what else is wrong. An item whose type is not a
+    memory type, or whose content is blank, is left out."""
+    start, end = answer.find("{"), answer.rfind("}")
     if start < 0 or end < start:
-        raise ValueError("no JSON array in the answer")
-    items = json.loads(answer[start : end + 1])
+        raise ValueError("no JSON object in the answer")
+    document = json.loads(answer[start : end + 1])
+    items = document.get("memories") if isinstance(document, dict) else None
+    if not isinstance(items, list):
+        raise ValueError('no "memories" list in the answer')
     extracted = []
-    for item in items:
-        kind, content = item.get("type"), item.get("content")
-        if kind in MemoryType.values and isinstance(content, str) and content.strip():
-            extracted.append(Extracted(kind, content.strip()[:MEMORY_CHARS]))
+    for number, item in enumerate(items):
+        if not (
+            isinstance(item, dict)
+            and isinstance(item.get("type"), str)
+            and isinstance(item.get("content"), str)
+        ):
+            raise ValueError(f'memories[{number}] is not {{"type": text, "content": text}}')
+        kind, content = item["type"].strip(), item["content"].strip()
+        if kind not in MemoryType.values:
+            logger.info("Extraction: left out an item of type %r", kind[:40])
+        elif content:
+            extracted.append(Extracted(kind, content[:MEMORY_CHARS]))
     return extracted
 
 
-def llm_extract(summaries: list[str]) -> list[Extracted] | None:
-    """The chat model's extraction; asked twice when its JSON is malformed, else None."""
-    chat = configured_chat()
+class InvalidAnswer(LLMError):
+    """The chat model answered, twice, something other than the JSON asked for."""
+
+
+def llm_extract(chat: ChatClient, summaries: list[str]) -> list[Extracted]:
+    """The chat model's extraction, asked again once when its answer is not the expected
+    JSON; raises LLMError when the model fails (the client has retried already) and
+    InvalidAnswer after a second bad answer."""
     prompt = EXTRACTION_PROMPT.format(summaries="\n".join(f"- {s}" for s in summaries))
     for attempt in (1, 2):
+        answer = chat.complete(prompt, json_object=True)
         try:
-            return _parse_extraction(chat.complete(prompt))
-        except (ValueError, AttributeError, LLMError) as exc:
-            logger.warning("Extraction attempt %s failed: %s", attempt, exc)
-    return None
+            return _parse_extraction(answer)
+        except ValueError as exc:
+            chat.usage.invalid_answer()
+            logger.warning("Extraction answer %s was not the JSON asked for: %s", attempt, exc)
+    raise InvalidAnswer(INVALID_ANSWER_REASON)
 
 
 def _merge(run: ConsolidationRun, memory: LongTermMemory, item: Extracted) -> None:
@@ -513,10 +541,13 @@ def _claim(run_id: int, now: datetime) -> tuple[ConsolidationRun, Covered] | Non
     return run, covered
 
 
-def _extract(run: ConsolidationRun, covered: Covered) -> list[Extracted] | None:
-    """What the session said since the last done run: None when the chat model failed."""
+def _extract(run: ConsolidationRun, covered: Covered) -> list[Extracted]:
+    """What the session said since the last done run: by the chat model from the summaries,
+    or by the rules from the messages, also when the chat model fails (the run's extractor
+    and reason then say so)."""
     scope = {"agent_id": run.agent_id, "session_id": run.session_id}
-    if run.extractor == "llm":
+    chat = configured_chat()
+    if run.extractor == "llm" and chat is not None:
         summaries = list(
             ShortTermMemory.objects.filter(
                 **scope, id__gt=covered.summary_id, id__lte=run.last_summary_id
@@ -524,7 +555,13 @@ def _extract(run: ConsolidationRun, covered: Covered) -> list[Extracted] | None:
             .order_by("created_at", "id")
             .values_list("content", flat=True)
         )
-        return llm_extract(summaries) if summaries else []
+        try:
+            return llm_extract(chat, summaries) if summaries else []
+        except LLMError as exc:
+            logger.warning("Extraction by the chat model failed, the rules extract: %s", exc)
+            chat.usage.fell_back()
+            # The client's messages name the chat model ("chat model unreachable: ...").
+            run.extractor, run.reason = "rules", f"{str(exc)[:400]}: {FELL_BACK}"
     # The extractor decides whose words count: the user's, and an assistant's only when the
     # message names a person speaking (both sides of a conversation between people).
     said = MainMessage.objects.filter(
@@ -538,7 +575,7 @@ def _extract(run: ConsolidationRun, covered: Covered) -> list[Extracted] | None:
 
 def _finish(run: ConsolidationRun, status: str, reason: str = "") -> ConsolidationRun:
     run.status, run.reason, run.finished_at = status, reason, timezone.now()
-    run.save(update_fields=["status", "reason", "finished_at", "created", "merged"])
+    run.save(update_fields=["status", "reason", "finished_at", "extractor", "created", "merged"])
     return run
 
 
@@ -546,8 +583,9 @@ def run_consolidation(run_id: int) -> ConsolidationRun | None:
     """The worker's side of a request: consolidate what the session said since its last done
     run, or defer the run again while the agent's window lasts. Returns the run if it ran.
 
-    A failed extraction is recorded as such (`failed`, with why); its messages stay for the
-    session's next run.
+    When the chat model fails, the rules extract and the run says why; a run that fails
+    otherwise is recorded as such (`failed`, with why), its messages left for the session's
+    next run.
     """
     claimed = _claim(run_id, timezone.now())
     if claimed is None:
@@ -555,8 +593,6 @@ def run_consolidation(run_id: int) -> ConsolidationRun | None:
     run, covered = claimed
     try:
         extracted = _extract(run, covered)
-        if extracted is None:
-            return _finish(run, RunStatus.FAILED, INVALID_ANSWER_REASON)
         item_vectors, duplicate_similarity = _embed_items(extracted)
         fresh: dict[int, Fresh] = {}
         # Short: index lookups and small writes, nothing slow.
@@ -566,7 +602,7 @@ def run_consolidation(run_id: int) -> ConsolidationRun | None:
                     run.merged += 1
                 else:
                     run.created += 1
-            _finish(run, RunStatus.DONE)
+            _finish(run, RunStatus.DONE, run.reason)
     except Exception as exc:
         run.created = run.merged = 0  # the write transaction was rolled back
         _finish(run, RunStatus.FAILED, f"{type(exc).__name__}: {exc}"[:500])

@@ -184,6 +184,11 @@ class ShortTermMemoryQuerySet(models.QuerySet["ShortTermMemory"]):
         return self.filter(agent_id=agent_id, session_id=session_id).order_by("-created_at", "-id")
 
 
+class Summarizer(models.TextChoices):
+    LLM = "llm"  # the chat model
+    OFFLINE = "offline"  # each side's first sentence: no chat model, or it failed
+
+
 class ShortTermMemory(models.Model):
     agent_id = models.TextField(
         db_default=DEFAULT_AGENT, validators=[IdentifierValidator("agent_id")]
@@ -198,12 +203,17 @@ class ShortTermMemory(models.Model):
     # The assistant reply that ended the summarised turn: while that reply is in working
     # memory, the summary would only repeat it (null for summaries written before).
     reply_id = models.BigIntegerField(null=True, blank=True)
+    # Who wrote the summary (null for summaries written before it was recorded, or not by
+    # memory.maintenance).
+    summarizer = models.TextField(choices=Summarizer.choices, null=True, blank=True)
 
     objects = ShortTermMemoryQuerySet.as_manager()
 
     class Meta:
         db_table = "short_term_memories"
         verbose_name_plural = "short-term memories"
+        # No CHECK on `summarizer`: adding one makes SQLite copy the table, which drops the
+        # lexical index's triggers; only memory.maintenance writes it.
         constraints = [_between_0_and_1("confidence", "short_term_memories_confidence_0_1")]
         indexes = [
             models.Index(fields=["agent_id", "session_id", "-updated_at"], name="idx_stm_session"),

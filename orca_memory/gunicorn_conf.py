@@ -62,5 +62,5 @@ def on_starting(server: Any) -> None:
         provider = resolve_provider(load_config())
     except ConfigError:
         return  # each worker stops with the message that names the problem
-    os.environ["ORCA_EMBEDDING_PROVIDER"] = provider
+    os.environ["EMBEDDING_PROVIDER"] = provider
     server.log.info("Embedding provider: %s", provider)

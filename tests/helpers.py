@@ -83,8 +83,8 @@ def worker_hanging_on_the_chat_model(home: Path, **env: str) -> Iterator[subproc
         silent.bind(("127.0.0.1", 0))
         silent.listen(16)
         chat = {
-            "SILICONFLOW_API_KEY": "sk-silent",
-            "SILICONFLOW_BASE_URL": f"http://127.0.0.1:{silent.getsockname()[1]}/v1",
+            "LLM_BASE_URL": f"http://127.0.0.1:{silent.getsockname()[1]}/v1",
+            "LLM_MODEL": "silent",
         }
         worker = subprocess.Popen(
             [sys.executable, "manage.py", "db_worker", "--no-startup-delay", "--interval", "0.2"],

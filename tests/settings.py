@@ -10,7 +10,9 @@ import tempfile
 os.environ["ORCA_HOME"] = tempfile.mkdtemp(prefix="orca-test-")
 atexit.register(shutil.rmtree, os.environ["ORCA_HOME"], ignore_errors=True)
 for name in list(os.environ):
-    if name.startswith(("SILICONFLOW_", "ORCA_")) and name != "ORCA_HOME":
+    if name.startswith(("ORCA_", "LLM_", "EMBEDDING_", "SILICONFLOW_", "OPENAI_")) and (
+        name != "ORCA_HOME"
+    ):
         del os.environ[name]
 
 # Lexical-only unless a test installs an embedder (tests/fakes.py, the `fake_embedder` fixture).

