@@ -32,18 +32,24 @@ ENGLISH: list[tuple[str, Expected]] = [
     ("I'm building a CLI tool in Rust", (("project", "CLI tool in Rust"),)),
     ("I'm planning a trip to Kyoto", (("fact", "trip to Kyoto"),)),  # a plan, not a decision
     # names and roles
-    ("Hey! My name is Priya and I'm a data engineer at a fintech startup.", (
-        ("fact", "My name is Priya"),
-        ("fact", "I'm a data engineer"),
-    )),
+    (
+        "Hey! My name is Priya and I'm a data engineer at a fintech startup.",
+        (
+            ("fact", "My name is Priya"),
+            ("fact", "I'm a data engineer"),
+        ),
+    ),
     ("Call me Sam.", (("fact", "Call me Sam"),)),
     ("Thanks! I'm a backend engineer, mostly Django.", (("fact", "backend engineer, mostly"),)),
     ("I work as a site reliability engineer.", (("fact", "site reliability"),)),
     ("I'm the tech lead on the payments team.", (("fact", "tech lead"),)),
-    ("I live in Lisbon, so my timezone is WET.", (
-        ("fact", "I live in Lisbon"),
-        ("fact", "my timezone is WET"),
-    )),
+    (
+        "I live in Lisbon, so my timezone is WET.",
+        (
+            ("fact", "I live in Lisbon"),
+            ("fact", "my timezone is WET"),
+        ),
+    ),
     ("I'm in UTC+8.", (("fact", "UTC+8"),)),
     ("I'm allergic to shellfish.", (("fact", "shellfish"),)),
     ("I'm vegetarian.", (("fact", "vegetarian"),)),
@@ -147,7 +153,7 @@ CHINESE: list[tuple[str, Expected]] = [
     ("我比较喜欢简洁的回答。", (("preference", "简洁的回答"),)),
     ("我最喜欢的编辑器是 Helix。", (("preference", "Helix"),)),
     ("我喜欢 tab 缩进，不喜欢空格。", (("preference", "不喜欢空格"),)),
-    ("我们团队用飞书沟通。", NOTHING),  # no Latin tool name, no 用的是: missed, as measured
+    ("我们团队用飞书沟通。", (("preference", "飞书"),)),
     ("我们用的是 MySQL 8。", (("preference", "MySQL 8"),)),
     ("我用的是 Windows 11。", (("preference", "Windows 11"),)),
     ("请用中文回答。", (("preference", "请用中文回答"),)),
