@@ -388,14 +388,15 @@ def clause_spans(sentence: str) -> list[Span]:
     time or filler words joins the clause after it ("Last week, I went..." keeps its time).
     """
     spans: list[Span] = []
+    after_aside = False  # the last piece's, not its whole clause's: a long run stays linear
     for start, end in _pieces(sentence):
         piece = sentence[start:end]
-        after_aside = spans and _ASIDE.search(_text(sentence, spans[-1]))
-        starts = _STATEMENT_START.search(piece) or _ASIDE.search(piece)
-        if spans and not after_aside and not starts:
+        aside = _ASIDE.search(piece) is not None
+        if spans and not after_aside and not aside and not _STATEMENT_START.search(piece):
             spans[-1] = (spans[-1][0], end)
         else:
             spans.append((start, end))
+        after_aside = aside
     if len(spans) > 1 and _is_opener(sentence[spans[0][0] : spans[0][1]]):
         spans[:2] = [(spans[0][0], spans[1][1])]
     return [part for start, end in spans for part in _split_at_and_i(sentence, start, end)]
