@@ -188,7 +188,7 @@ FACTS = (
     r"|\b<I>('m| am|'re| are) (going|heading|flying|moving|traveling|travelling) to"
     r" ((a|an|the|my|our)\b|(?-i:[A-Z]))",
     # dates: a day that was set
-    r"(截止|上线|发布|交付|面试|考试|生日|婚礼|航班|会议|评审|答辩|演示|提交|入职|离职|出发|回国"
+    r"(截止|上线|发布|部署|迁移|交付|面试|考试|生日|婚礼|航班|会议|评审|答辩|演示|提交|入职|离职|出发|回国"
     r"|预产期|deadline|ddl|发版|封版|验收|体检|手术)(日期|时间|日)?.{0,6}(是|在|为).{0,6}<DATE>",
     r"\b(the|our|my) (\w+ )?(deadline|launch|release|demo|due date|go-live|interview|flight"
     r"|appointment|exam|wedding|birthday|anniversary|surgery|move|conference|talk"
@@ -438,8 +438,11 @@ def speaks_for_a_person(message: MainMessage) -> bool:
 
 
 def _long_enough(clause: str) -> bool:
+    """In Chinese, a Latin word counts as two characters, as a two-character word would
+    ("就用 Postgres 吧", "我用 Vim")."""
     if _CJK.search(clause):
-        return len(_CJK.findall(clause)) >= MIN_CJK_CHARS
+        latin_words = len(re.findall(r"[A-Za-z0-9][\w.+#-]*", clause))
+        return len(_CJK.findall(clause)) + 2 * latin_words >= MIN_CJK_CHARS
     return len(clause.split()) >= MIN_WORDS
 
 

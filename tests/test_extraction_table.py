@@ -156,6 +156,7 @@ CHINESE: list[tuple[str, Expected]] = [
     ("我们团队用飞书沟通。", (("preference", "飞书"),)),
     ("我们用的是 MySQL 8。", (("preference", "MySQL 8"),)),
     ("我用的是 Windows 11。", (("preference", "Windows 11"),)),
+    ("我用 Vim。", (("preference", "我用 Vim"),)),
     ("请用中文回答。", (("preference", "请用中文回答"),)),
     ("以后都用简体中文回复。", (("preference", "简体中文"),)),
     # decisions
@@ -165,6 +166,7 @@ CHINESE: list[tuple[str, Expected]] = [
     ("上线时间改到6月1号。", (("decision", "改到6月1号"),)),
     ("我们最终选了 Vue。", (("decision", "选了 Vue"),)),
     ("咱们统一用 UTC 时间吧。", (("decision", "UTC"),)),
+    ("就用 Postgres 吧。", (("decision", "就用 Postgres 吧"),)),
     ("我们约定每周一开周会。", (("decision", "每周一开周会"),)),
     ("发布流程定为先灰度再全量。", (("decision", "先灰度再全量"),)),
     # projects
@@ -181,6 +183,7 @@ CHINESE: list[tuple[str, Expected]] = [
     ("下周二我要出差去上海。", (("fact", "出差去上海"),)),
     ("面试时间是下周三下午两点。", (("fact", "[8 May 2023] 面试时间是下周三"),)),
     ("截止日期是6月30号。", (("fact", "6月30号"),)),
+    ("部署日期是下周五。", (("fact", "[8 May 2023] 部署日期是下周五"),)),
     # nothing to keep: questions, greetings, requests, suppositions, others
     ("你好", NOTHING),
     ("你好！", NOTHING),
