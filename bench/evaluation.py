@@ -2,7 +2,9 @@
 
 Each conversation becomes one agent, each LoCoMo session one session. Evidence recall: every
 question is searched within its conversation's agent through the same `search()` the API uses.
-The offline extractor: what it makes of each session's messages, as consolidation feeds them.
+The offline extractor: what it makes of each session's messages, as consolidation feeds them,
+and how it does on a sample of user turns judged by hand (each turn with the memories a
+person would keep).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import numpy as np
 from bench.measure import percentile
 from memory.context import Context, context_build
 from memory.embeddings import Embedder, Signature, prefixed
-from memory.extraction import extract_with_sources
+from memory.extraction import extract_with_sources, offline_extract
 from memory.messages import message_add
 from memory.models import MainMessage, MemoryType, Role
 from memory.search import search
@@ -394,3 +396,57 @@ def evaluate_extractor(path: Path) -> ExtractorReport:
                 }
             )
     return report
+
+
+# A judged turn's expected memories: (type, a part of its text) each.
+Expected = list[tuple[str, str]]
+JUDGED_AT = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)  # relative days are dated from this
+
+
+@dataclass
+class JudgedTurn:
+    lang: str
+    text: str
+    expected: Expected
+    made: list[tuple[str, str, bool]]  # type, text, right
+    missed: Expected
+
+
+def judge_turn(lang: str, text: str, expected: Expected) -> JudgedTurn:
+    """What the extractor made of one user turn: a memory is right when it is one of the
+    expected (its type, and the expected part in its text), an expected one that no memory
+    is is missed. One memory may hold two expected ones ("I'm Marco and I do DevOps")."""
+    message = MainMessage(role=Role.USER, content=text, metadata=None, timestamp=JUDGED_AT)
+    items = [(item.memory_type, item.content) for item in offline_extract([message])]
+
+    def holds(item: tuple[str, str], want: tuple[str, str]) -> bool:
+        return item[0] == want[0] and want[1] in item[1]
+
+    made = [(*item, any(holds(item, want) for want in expected)) for item in items]
+    missed = [want for want in expected if not any(holds(item, want) for item in items)]
+    return JudgedTurn(lang, text, expected, made, missed)
+
+
+def judge_extractor(path: Path) -> list[JudgedTurn]:
+    """Each line of `path`: {"lang", "text", "expect": [[type, part], ...]} ([] for none)."""
+    return [
+        judge_turn(row["lang"], row["text"], [(kind, part) for kind, part in row["expect"]])
+        for row in _lines(path)
+    ]
+
+
+def judged_scores(turns: list[JudgedTurn]) -> dict[str, float | int]:
+    """Precision (right of made) and recall (expected found) over the turns."""
+    made = sum(len(turn.made) for turn in turns)
+    right = sum(ok for turn in turns for *_, ok in turn.made)
+    expected = sum(len(turn.expected) for turn in turns)
+    found = expected - sum(len(turn.missed) for turn in turns)
+    return {
+        "turns": len(turns),
+        "made": made,
+        "right": right,
+        "expected": expected,
+        "found": found,
+        "precision": round(right / made, 3) if made else 1.0,
+        "recall": round(found / expected, 3) if expected else 1.0,
+    }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime
 from io import StringIO
 from pathlib import Path
@@ -50,7 +51,7 @@ def memories(*messages: MainMessage) -> list[tuple[str, str]]:
         ("I'm a big fan of classical music.", "preference"),
         ("I usually run before work.", "preference"),
         ("I've decided to run for office again.", "decision"),
-        ("We're planning a family reunion in June.", "decision"),
+        ("We're planning a family reunion in June.", "fact"),  # a plan, not a decision
         ("I'm writing a novel about my grandmother.", "project"),
     ],
 )
@@ -70,7 +71,7 @@ def test_it_keeps_what_an_english_speaker_says_about_themselves(sentence, memory
         ("我不吃辣", "preference"),
         ("我喜欢喝绿茶", "preference"),
         ("我们决定用 Django", "decision"),
-        ("我打算下个月去日本", "decision"),
+        ("我打算下个月去日本", "fact"),  # a plan, not a decision
         ("我在做一个记账应用的项目", "project"),
     ],
 )
@@ -135,10 +136,53 @@ def test_a_relative_time_is_anchored_to_the_day_it_was_said():
 def test_an_unnamed_assistant_is_the_ai_and_its_statements_are_not_memories():
     assert memories(said("I'm a language model trained to help.", role="assistant")) == []
     assert memories(said("I love camping.", role="system", speaker="Ops")) == []
-    # Named, an assistant is a person (in LoCoMo both sides are): their statements count.
+    # Named as the speaker, an assistant is a person (in LoCoMo both sides are): they count.
     assert memories(said("I love camping.", role="assistant", speaker="Melanie")) == [
         ("preference", "Melanie: I love camping.")
     ]
+
+
+def test_an_assistant_repeating_the_user_makes_no_second_memory():
+    user = said("I prefer tabs over spaces.")
+    echo = said("Got it. I'll remember that. I prefer tabs too, honestly.", role="assistant")
+    # OpenAI's "name" on an assistant names the bot, not a person speaking.
+    bot = MainMessage(
+        role="assistant",
+        content="I'm Orca, an assistant. I use short answers.",
+        metadata={"name": "orca-bot"},
+        timestamp=MAY_8,
+    )
+    assert memories(user, echo, bot) == [("preference", "I prefer tabs over spaces.")]
+
+
+def test_pasted_code_and_quoted_lines_are_not_the_persons_words():
+    message = said(
+        "I use Neovim.\n```python\n# I'm a vegan and I live in Paris\n```\n"
+        "> We decided to ship on Friday.\nWhat does this do?"
+    )
+    assert memories(message) == [("preference", "I use Neovim.")]
+
+
+def test_each_statement_of_a_sentence_is_a_memory_of_its_own():
+    first = said("你好，我叫小王，我是后端工程师。")
+    later = said("我是后端工程师。")  # said again alone: the same memory, for dedup to merge
+    assert memories(first, later) == [("fact", "我叫小王"), ("fact", "我是后端工程师。")]
+
+
+def test_a_clause_without_a_cue_stays_with_the_statement_it_explains():
+    message = said("I had a day out with the gang last weekend, we went biking.")
+    assert memories(message) == [
+        ("fact", "[8 May 2023] I had a day out with the gang last weekend, we went biking.")
+    ]
+
+
+def test_a_question_or_a_courtesy_is_cut_from_the_statement():
+    assert memories(said("I'm building a CLI in Rust, any tips?")) == [
+        ("project", "I'm building a CLI in Rust")
+    ]
+    assert memories(said("我叫小王，很高兴认识你！")) == [("fact", "我叫小王")]
+    # A clause about the listener that is not a question colours the whole sentence.
+    assert memories(said("Since you asked, I'm vegan.")) == []
 
 
 def test_an_image_caption_is_not_the_speakers_words():
@@ -239,3 +283,49 @@ def test_eval_extractor_counts_memories_and_samples_them_with_their_source_turn(
 def test_eval_extractor_explains_a_missing_folder(tmp_path):
     with pytest.raises(CommandError, match="conversations.jsonl does not exist"):
         call_command("eval_extractor", str(tmp_path / "nowhere"))
+    with pytest.raises(CommandError, match="either DIR or --judged FILE"):
+        call_command("eval_extractor")
+
+
+def test_eval_extractor_judges_turns_against_the_memories_a_person_would_keep(tmp_path):
+    rows = [
+        {"lang": "en", "text": "Hi, I'm Dana.", "expect": [["fact", "Dana"]]},
+        {"lang": "en", "text": "I'm Lee, I teach kids.", "expect": [["preference", "teach"]]},
+        {"lang": "zh", "text": "我想去京都。", "expect": [["fact", "京都"]]},
+        {"lang": "zh", "text": "你好", "expect": []},
+    ]
+    judged = tmp_path / "judged.jsonl"
+    judged.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+    out = StringIO()
+
+    call_command("eval_extractor", "--judged", str(judged), "--json", stdout=out)
+
+    lines = out.getvalue().splitlines()
+    assert lines[:7] == [
+        "[en] Hi, I'm Dana.",
+        "    right  fact: I'm Dana.",
+        "[en] I'm Lee, I teach kids.",
+        "    WRONG  fact: I'm Lee",  # the judge wanted only a preference
+        "    WRONG  fact: I teach kids.",
+        "    MISSED preference: ...teach...",
+        "[zh] 我想去京都。",
+    ]
+    scores = json.loads(lines[-1])
+    assert scores["en"] == {
+        "turns": 2,
+        "made": 3,
+        "right": 1,
+        "expected": 2,
+        "found": 1,
+        "precision": 0.333,
+        "recall": 0.5,
+    }
+    assert (scores["zh"]["made"], scores["zh"]["recall"]) == (0, 0.0)
+    assert scores["all"]["turns"] == 4
+
+
+def test_a_long_sentence_of_many_pieces_is_read_in_linear_time():
+    # Each piece once: re-reading the growing clause at every comma took 42 s for this one.
+    started = time.perf_counter()
+    assert memories(said("a, " * 10_000)) == []
+    assert time.perf_counter() - started < 10
