@@ -310,9 +310,14 @@ class EmbeddingHealthOut(Schema):
     provider: str = Field(description="siliconflow, openai, local or none")
     model: str | None = None
     dimension: int | None = None
+    languages: str | None = Field(
+        None, description="what the bundled model's vectors mean something for (local only)"
+    )
     ready: bool | None = Field(None, description="vector search can answer with this provider")
     reason: str | None = None
-    pending: int | None = Field(description="messages waiting for their embedding")
+    pending: int | None = Field(
+        description="messages waiting for their embedding; null when no provider will write them"
+    )
     last_success_at: datetime | None = None
     last_error: str | None = None
     last_error_at: datetime | None = None

@@ -30,13 +30,16 @@ def _embedding_report() -> dict[str, object]:
     embedder = embeddings.configured_embedder()
     status = vectors.vector_search_status(embedder)
     state = vectors.index_state()
+    bundled = embedder.model if isinstance(embedder, embeddings.LocalEmbedder) else None
     return {
         "provider": embedder.signature.provider if embedder else "none",
         "model": embedder.signature.model if embedder else None,
         "dimension": embedder.signature.dimension if embedder else None,
+        "languages": bundled.languages if bundled else None,
         "ready": status.enabled,
         "reason": status.reason,
-        "pending": vectors.pending_count(),
+        # Without a provider nothing will write them: no backlog to report.
+        "pending": vectors.pending_count() if embedder else None,
         "last_success_at": state.last_success_at if state else None,
         "last_error": (state.last_error or None) if state else None,
         "last_error_at": state.last_error_at if state else None,

@@ -27,6 +27,7 @@ from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from memory import embeddings
 from memory.context import Context, context_build
 from memory.forms import (
     BulkMemoryForm,
@@ -173,6 +174,13 @@ def _session_rows(sessions: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+def embedding_configured(request: HttpRequest) -> dict[str, bool]:
+    """Template context (a context processor): `embedding_on`, whether a provider will write
+    vectors. Without one no message waits for a vector and search matches words only, and the
+    pages must not say otherwise."""
+    return {"embedding_on": embeddings.configured_embedder() is not None}
+
+
 def health_notes(health: Health) -> list[str]:
     """What the health report means for the service, in plain words; empty when all is well."""
     if not health.database.get("ok"):
@@ -189,8 +197,8 @@ def health_notes(health: Health) -> list[str]:
     if embedding["provider"] == "none":
         notes.append(
             _(
-                "No embedding provider is configured, so search is lexical only. Set "
-                "SILICONFLOW_API_KEY or install the local model for semantic search."
+                "Embeddings are off ([embedding] provider = none), so search matches words "
+                "only. Remove that setting to use the bundled model."
             )
         )
     elif not embedding["ready"]:

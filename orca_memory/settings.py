@@ -117,6 +117,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "django.template.context_processors.i18n",
                 "orca_memory.pages.navigation",
+                "memory.views.embedding_configured",
             ],
         },
     },

@@ -9,6 +9,7 @@ import sqlite_vec
 from django.conf import settings
 from django.db import connection
 
+from memory import embeddings
 from memory.models import MainMessage
 from memory.tokens import estimate_tokens
 from tests.helpers import last_line, manage
@@ -78,9 +79,10 @@ def test_it_reports_a_healthy_service_without_auth(client, sql):
         "provider": "none",
         "model": None,
         "dimension": None,
+        "languages": None,
         "ready": False,
         "reason": "no embedding provider is configured",
-        "pending": 1,
+        "pending": None,  # nothing will write them
         "last_success_at": None,
         "last_error": None,
         "last_error_at": None,
@@ -114,3 +116,17 @@ def test_the_api_docs_load_without_a_cdn(client):
     page = client.get("/api/v1/docs").content.decode()
     assert "/static/ninja/swagger-ui-bundle.js" in page
     assert "cdn" not in page.lower()
+
+
+def test_it_names_the_bundled_models_languages_and_counts_what_it_will_embed(
+    client, monkeypatch
+):
+    model = embeddings.LocalEmbedder(embeddings.local_model(None))
+    monkeypatch.setattr(embeddings, "configured_embedder", lambda: model)
+    stored("long enough to embed", role="user")
+
+    body = client.get("/api/v1/health").json()["embedding"]
+
+    assert (body["provider"], body["model"]) == ("local", embeddings.DEFAULT_LOCAL_MODEL)
+    assert "Chinese" in body["languages"] and "English" in body["languages"]
+    assert body["pending"] == 1

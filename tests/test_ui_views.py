@@ -121,8 +121,10 @@ def test_the_dashboard_counts_and_explains_health(admin_client, conversation):
     assert ("fact", "Fact", 0) in response.context["memory_counts"]
     assert ("preference", "Preference", 1) in response.context["memory_counts"]
     assert ("decision", "Decision", 0) in response.context["memory_counts"]
-    assert "No embedding provider is configured" in body
-    assert "waiting for a vector" in body
+    assert "Embeddings are off ([embedding] provider = none)" in body
+    # Nothing will write vectors: no backlog, no "waiting" and vector search said to be off.
+    assert "waiting for a vector" not in body
+    assert "Vector search</dt>\n    <dd>off" in body
     assert session_url() in body
 
 
@@ -178,7 +180,9 @@ def test_sessions_search_filter_and_paginate(admin_client, conversation):
     ]
 
 
-def test_the_session_page_shows_the_timeline_and_summaries(admin_client, conversation):
+def test_the_session_page_shows_the_timeline_and_summaries(
+    admin_client, conversation, fake_embedder
+):
     response = admin_client.get(session_url())
     body = response.content.decode()
     assert [m.pk for m in response.context["timeline"]] == [
@@ -187,13 +191,21 @@ def test_the_session_page_shows_the_timeline_and_summaries(admin_client, convers
         conversation.reply.pk,
     ]
     assert f"{conversation.ask.token_count} tokens" in body
-    assert "waiting for vector" in body
+    assert "waiting for vector" in body  # a provider is configured: it will write them
     assert "not embedded" in body  # the tool message is never embedded
     assert conversation.summary.content in body
     # The sub-agent result unfolds into its transcript, fetched by htmx.
     run_url = reverse("subagent_run", args=[conversation.ask.pk]) + "?agent=researcher"
     assert f'hx-get="{run_url}"' in body
     assert f'href="{run_url}"' in body
+
+
+def test_without_an_embedding_provider_no_message_waits_for_a_vector(admin_client, conversation):
+    body = admin_client.get(session_url()).content.decode()
+
+    assert "waiting for vector" not in body and "not embedded" not in body
+    sessions = admin_client.get(reverse("sessions")).content.decode()
+    assert "by their words" in sessions and "by meaning" not in sessions
 
 
 def test_an_unknown_session_is_404(admin_client, conversation):
