@@ -30,13 +30,10 @@ from django.dispatch import receiver
 from memory import local_models
 from memory.local_models import Encoder
 from memory.remote import http_client, retrying
-from memory.text import CJK_RUN
+from memory.text import mostly_cjk
 from orca_memory.config import Config
 
 logger = logging.getLogger(__name__)
-
-# A text counts as CJK for coverage when this share of its letters are CJK characters.
-CJK_SHARE = 0.3
 
 
 def covers(signature: Signature, text: str) -> bool:
@@ -44,11 +41,7 @@ def covers(signature: Signature, text: str) -> bool:
     Served models (bge-m3, most others) are multilingual; English-only models' vectors of
     Chinese (or Japanese, Korean) text are noise, so such text gets no vector weight."""
     bundled = LOCAL_MODELS.get(signature.model) if signature.provider == "local" else None
-    if bundled is None or not bundled.english_only:
-        return True
-    cjk = sum(len(run) for run in CJK_RUN.findall(text))
-    letters = sum(1 for char in text if char.isalpha())
-    return not letters or cjk / letters < CJK_SHARE
+    return bundled is None or not bundled.english_only or not mostly_cjk(text)
 
 
 class EmbeddingError(Exception):

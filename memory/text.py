@@ -25,6 +25,16 @@ from typing import Any
 CJK_RUN = re.compile(
     "[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f]+"
 )
+# A text is mostly CJK when this share of its letters are CJK characters.
+CJK_SHARE = 0.3
+
+
+def mostly_cjk(text: str) -> bool:
+    """Whether a text is Chinese, Japanese or Korean more than anything else: what an
+    English-only embedding model cannot read."""
+    cjk = sum(len(run) for run in CJK_RUN.findall(text))
+    letters = sum(1 for char in text if char.isalpha())
+    return bool(letters) and cjk / letters >= CJK_SHARE
 
 
 def without_cjk(text: str | None) -> str:

@@ -226,3 +226,26 @@ def test_a_failed_warm_up_is_reported_by_the_next_query_not_hidden_as_loading(mo
 
     degraded = context_degradations(model)
     assert len(degraded) == 1 and "the weights are missing" in degraded[0]
+
+
+def test_the_default_model_reads_english_with_both_models_and_chinese_with_use_alone():
+    model = LocalEmbedder(embeddings.local_model(None))
+    english, chinese = np.array(model.embed(["We chose PostgreSQL.", "我们决定用 PostgreSQL。"]))
+
+    english_half = slice(0, 384)  # MiniLM's; USE's follows
+    assert np.linalg.norm(english) == pytest.approx(1, abs=1e-5)
+    assert np.linalg.norm(chinese) == pytest.approx(1, abs=1e-5)
+    assert np.linalg.norm(english[english_half]) == pytest.approx(2**-0.5, abs=1e-5)
+    assert not chinese[english_half].any()  # MiniLM's vectors of Chinese are noise
+
+
+def test_the_default_model_matches_a_question_in_one_language_to_an_answer_in_the_other():
+    model = LocalEmbedder(embeddings.local_model(None))
+    question = np.array(
+        model.embed(["What did we decide about the order system database?"], query=True)[0]
+    )
+    decision, unrelated = np.array(
+        model.embed(["我们决定订单系统的数据库用 PostgreSQL。", "我最喜欢的编辑器是 Helix。"])
+    )
+
+    assert question @ decision > question @ unrelated + 0.1
