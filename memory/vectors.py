@@ -81,7 +81,8 @@ def vector_search_status(embedder: Embedder | None = None) -> VectorSearchStatus
         return VectorSearchStatus(
             False,
             f"the vectors were made by {stored or 'an unknown provider'} but the configured "
-            f"provider is {embedder.signature}: run `python manage.py reembed`",
+            f"provider is {embedder.signature}: run `python manage.py reembed`"
+            + _keep_hint(stored),
             embedder.signature,
         )
     # Nothing to find yet, and the empty tables may have another dimension (a query would
@@ -92,6 +93,14 @@ def vector_search_status(embedder: Embedder | None = None) -> VectorSearchStatus
         "on its first run",
         embedder.signature,
     )
+
+
+def _keep_hint(stored: Signature | None) -> str:
+    """For vectors of a bundled model (a store from before the default changed): the setting
+    that keeps them instead of embedding everything again."""
+    if stored is None or stored.provider != "local" or stored.model not in embeddings.LOCAL_MODELS:
+        return ""
+    return f", or keep them with [embedding] model = {stored.model!r} (EMBEDDING_MODEL)"
 
 
 def _model_not_loaded(embedder: Embedder) -> str | None:

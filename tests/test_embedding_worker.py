@@ -280,3 +280,17 @@ def test_a_run_embeds_a_bounded_number_of_rows_and_queues_the_next(fake_embedder
     monkeypatch.setattr(scheduling, "schedule_embedding", lambda **kwargs: queued.append(kwargs))
     assert tasks.embed_pending_task.call() >= 2
     assert queued == [{}]  # a backlog remains: the next run is queued
+
+
+def test_a_store_embedded_by_minilm_is_told_how_to_keep_its_vectors(fake_embedder):
+    add_message("embedded before the default model changed")
+    minilm = FakeEmbedder(dimension=384, name="local", model="all-MiniLM-L6-v2")
+    vectors.embed_pending(embedder=minilm)
+
+    status = vectors.vector_search_status(FakeEmbedder(dimension=896, name="local", model="x"))
+
+    assert status.enabled is False
+    assert status.reason.endswith(
+        "run `python manage.py reembed`, or keep them with "
+        "[embedding] model = 'all-MiniLM-L6-v2' (EMBEDDING_MODEL)"
+    )
