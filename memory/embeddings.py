@@ -207,7 +207,7 @@ class LocalEmbedder:
     """
 
     signature = Signature("local", LOCAL_MODEL, LOCAL_DIMENSION)
-    thresholds = DEFAULT_THRESHOLDS
+    thresholds = Thresholds(duplicate=0.8, identity=0.3, relevance=0.35)  # docs/EVALUATION.md
     batch_size = LOCAL_BATCH_SIZE
 
     def __init__(self) -> None:
