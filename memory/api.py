@@ -221,8 +221,13 @@ class ContextItemOut(Schema):
     tokens: int = Field(description="as rendered in the prompt, labels included")
     score: float | None
     method: str = Field(
-        description="what chose the item: newest, similarity, lexical, access_count, hybrid, "
-        "vector or neighbour (the reply after a recalled message)"
+        description="what chose the item: newest, similarity, lexical, access_count (most "
+        "used, for a call with no query or no way to match it), identity (a fact or preference "
+        "for an identity question), hybrid, vector or neighbour (next to a recalled message)"
+    )
+    why: str = Field(
+        description='why it is there, e.g. "similarity 0.42 >= 0.35", "matched 2 of 3 query '
+        'words", "identity question: a preference", "no query: most used"'
     )
     details: dict[str, Any]
 
@@ -230,9 +235,9 @@ class ContextItemOut(Schema):
 class LeftOutOut(Schema):
     id: int
     reason: str = Field(
-        description="over budget, ranked below the N chosen, identity question: similarity "
-        "below 0.3, not embedded yet, in working memory, in a summarised turn, its turn is in "
-        "working memory, says the same as message N"
+        description="below the relevance floor: similarity 0.12 < 0.35, matched 1 of 3 query "
+        "words; over budget, ranked below the N chosen, not embedded yet, in working memory, "
+        "in a summarised turn, its turn is in working memory, says the same as message N"
     )
     score: float | None = Field(None, description="the candidate's match score, if it had one")
 

@@ -23,15 +23,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db.models import F
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from memory import index, outage
 from memory.embeddings import Embedder
 from memory.index import Filter
+from memory.index_schema import query_terms
 from memory.models import LongTermMemory, MainMessage, MemoryType, Role, ShortTermMemory
+from memory.relevance import MEMORY_FLOORS, Verdict, term_match, verdict
 from memory.search import MAX_K, SearchHit, search
-from memory.text import folded, folded_say_the_same, speaker
+from memory.text import folded, folded_say_the_same, has_terms, message_label, speaker
 from memory.tokens import estimate_tokens, truncate_to_tokens
 from memory.vectors import QueryEmbedding, query_embedding
 
@@ -40,10 +42,12 @@ LAYER_SHARES = {"working": 0.5, "short_term": 0.3, "long_term": 0.2}
 SHORT_TERM_ITEMS = 3
 LONG_TERM_ITEMS = 2
 # Identity questions ("do you remember me?") widen long-term recall, what a person confirmed
-# first, and top it up with the most used memories when few match (the second design
-# document's lesson).
+# first, and top it up with the person's facts and preferences when few match (the second
+# design document's lesson): relevant by their type, whatever the words.
 IDENTITY_LONG_TERM_ITEMS = 5
 WEAK_IDENTITY_MINIMUM = 3
+# What an identity question is about, whatever its words: who the person is and what they like.
+IDENTITY_TYPES = (MemoryType.FACT, MemoryType.PREFERENCE)
 # Expired memories stay retrievable at half weight (the design: 降权而非删除).
 EXPIRED_WEIGHT = 0.5
 LONG_TERM_CANDIDATES = 20
@@ -97,6 +101,7 @@ class Item:
     tokens: int  # as rendered in the prompt
     score: float | None = None
     method: str = "newest"  # what chose this item
+    why: str = ""  # why it is there, in words (the preview shows it)
     details: dict[str, Any] = field(default_factory=dict)
     metadata: dict[str, Any] | None = None  # a working message's, for its chat form only
 
@@ -224,6 +229,8 @@ def _short_term(
             _line_tokens(f"- {s.content}"),
             scores.get(s.pk),
             "similarity" if s.pk in scores else "newest",
+            # A session's own summaries: the nearest to the query, else the newest.
+            f"among the {SHORT_TERM_ITEMS} nearest" if s.pk in scores else "newest summary",
             {"reply_id": s.reply_id},
         )
         for s in chosen
@@ -277,7 +284,7 @@ def _memory_item(memory: LongTermMemory, score: float | None, method: str, now: 
         _line_tokens(line),
         score,
         method,
-        {
+        details={
             "memory_type": memory.memory_type,
             "expired": expired,
             "confidence": memory.confidence,
@@ -290,13 +297,15 @@ def _memory_item(memory: LongTermMemory, score: float | None, method: str, now: 
 def _long_term_candidates(
     agent_id: str, query: str | None, vector: tuple[float, ...] | None
 ) -> tuple[str, dict[int, float]]:
-    """Scores of the memories that match the query: cosine similarity, else normalised BM25."""
+    """Scores of the memories that match the query: cosine similarity, else normalised BM25.
+    "access_count" when the call has no way to match: no query, or no vector and no term the
+    lexical index could look up (`has_terms`: "👍" alone)."""
     if vector is not None:
         hits = index.knn(
             index.MEMORY_VECTORS, agent_id=agent_id, embedding=vector, k=LONG_TERM_CANDIDATES
         )
         return "similarity", {hit.id: hit.score for hit in hits}
-    if query:
+    if query and has_terms(query):
         hits = index.lexical_search(
             index.MEMORY_TEXT, agent_id=agent_id, query=query, k=LONG_TERM_CANDIDATES
         )
@@ -317,6 +326,60 @@ def _identity_rank(item: Item) -> tuple[Any, ...]:
     )
 
 
+def _relevant_memories(
+    matched: list[Item], method: str, scores: dict[int, float], query: str, floor: float
+) -> tuple[list[Item], list[LeftOut]]:
+    """The matches that reach the floors (memory.relevance), each saying why it is there,
+    and the others with why not. Similarity is the model's own measure where the query has
+    a vector; otherwise the share of the query's terms the memory says."""
+    terms = query_terms(query) if method == "lexical" else []
+    relevant: list[Item] = []
+    left_out: list[LeftOut] = []
+    for item in matched:
+        judged = verdict(
+            similarity=scores[item.id] if method == "similarity" else None,
+            floor=floor,
+            match=term_match(terms, item.content) if method == "lexical" else None,
+            floors=MEMORY_FLOORS,
+        )
+        if judged.relevant:
+            item.why = judged.why
+            relevant.append(item)
+        else:
+            left_out.append(LeftOut(item.id, judged.why, item.score))
+    return relevant, left_out
+
+
+def _identity_memories(
+    active: QuerySet[LongTermMemory], chosen: list[Item], now: datetime
+) -> list[Item]:
+    """An identity question's top-up: the person's facts and preferences, by the identity
+    rule, while fewer than WEAK_IDENTITY_MINIMUM memories matched. Relevant by their type."""
+    wanted = WEAK_IDENTITY_MINIMUM - len(chosen)
+    if wanted <= 0:
+        return []
+    of_person = active.filter(memory_type__in=IDENTITY_TYPES).exclude(pk__in=[i.id for i in chosen])
+    ordered = of_person.order_by("-curated", "-confidence", "-access_count", "-id")
+    items = [_memory_item(m, None, "identity", now) for m in ordered[:LONG_TERM_CANDIDATES]]
+    for item in items:
+        item.why = f"identity question: a {item.details['memory_type']}"
+    return sorted(items, key=lambda i: (i.details["expired"], _identity_rank(i)))[:wanted]
+
+
+def _most_used(active: QuerySet[LongTermMemory], query: str | None, now: datetime) -> list[Item]:
+    """The agent's most used memories, for a call with no way to match (expired ones after
+    the others). Their inclusion is no use: it is not counted (`_count_uses`)."""
+    why = "no query: most used" if not query else "no way to match the query: most used"
+    most_used = sorted(
+        active.order_by("-access_count", "-id")[:LONG_TERM_ITEMS],
+        key=lambda m: m.is_expired(now),
+    )
+    items = [_memory_item(m, None, "access_count", now) for m in most_used]
+    for item in items:
+        item.why = why
+    return items
+
+
 def _long_term(
     agent_id: str,
     query: str | None,
@@ -327,23 +390,18 @@ def _long_term(
     """The memories chosen, and the candidates passed over with why."""
     method, scores = _long_term_candidates(agent_id, query, embedded.vector)
     active = LongTermMemory.objects.filter(agent_id=agent_id).active()
+    if method == "access_count" or query is None:
+        return _most_used(active, query, now), []
     matched = [_memory_item(m, scores[m.pk], method, now) for m in active.filter(pk__in=scores)]
-    left_out: list[LeftOut] = []
+    floor = embedded.thresholds.identity if identity else embedded.thresholds.relevance
+    relevant, left_out = _relevant_memories(matched, method, scores, query, floor)
     if identity:
-        floor = embedded.thresholds.identity
-        weak = {i.id for i in matched if method == "similarity" and i.score < floor}
-        left_out += [
-            LeftOut(i.id, f"identity question: similarity below {floor:g}", i.score)
-            for i in matched
-            if i.id in weak
-        ]
-        matched = [i for i in matched if i.id not in weak]
-        matched.sort(key=_identity_rank)
-        limit, minimum = IDENTITY_LONG_TERM_ITEMS, WEAK_IDENTITY_MINIMUM
+        relevant.sort(key=_identity_rank)
+        limit = IDENTITY_LONG_TERM_ITEMS
     else:
-        matched.sort(key=lambda i: -i.score)
-        limit, minimum = LONG_TERM_ITEMS, LONG_TERM_ITEMS
-    chosen = matched[:limit]
+        relevant.sort(key=lambda i: -(i.score or 0))
+        limit = LONG_TERM_ITEMS
+    chosen = relevant[:limit]
     ranked = "by the identity rule " if identity else ""
     left_out += [
         LeftOut(
@@ -352,21 +410,11 @@ def _long_term(
             + (f" (expired: its score counts {EXPIRED_WEIGHT:g})" if i.details["expired"] else ""),
             i.score,
         )
-        for i in matched[limit:]
+        for i in relevant[limit:]
     ]
-    if len(chosen) < minimum:
-        # Few matches: the agent's most used memories (for an identity question, those a
-        # person wrote first), expired ones after the others.
-        order = ("-curated", "-access_count", "-id") if identity else ("-access_count", "-id")
-        most_used = sorted(
-            active.exclude(pk__in=[i.id for i in chosen]).order_by(*order)[:minimum],
-            key=lambda m: m.is_expired(now),
-        )
-        chosen += [_memory_item(m, None, "access_count", now) for m in most_used][
-            : minimum - len(chosen)
-        ]
-        if identity:
-            chosen.sort(key=_identity_rank)
+    if identity:
+        chosen += _identity_memories(active, chosen, now)
+        chosen.sort(key=_identity_rank)
     chosen_ids = {i.id for i in chosen}
     if method == "similarity":
         # Similarity search cannot find a memory before its vector is written.
@@ -375,8 +423,19 @@ def _long_term(
             LeftOut(pk, "not embedded yet: similarity search cannot find it")
             for pk in unembedded.values_list("pk", flat=True)[:LONG_TERM_CANDIDATES]
         ]
-    # A weak match the top-up took after all is in, not out.
+    # A match the identity rule took after all is in, not out.
     return chosen, [left for left in left_out if left.id not in chosen_ids]
+
+
+def _count_uses(items: list[Item], now: datetime) -> None:
+    """A memory the query matched, or the identity rule chose, is used once more. One the
+    most-used fallback took is not: counted, it would keep itself first."""
+    used = [item.id for item in items if item.method != "access_count"]
+    if used:
+        with outage.best_effort("counting the memories' uses"):  # the context answers anyway
+            LongTermMemory.objects.filter(pk__in=used).update(
+                access_count=F("access_count") + 1, last_accessed=now
+            )
 
 
 def _fit(layers: dict[str, Layer], budget: int) -> list[str]:
@@ -425,10 +484,17 @@ class _RecallFiller:
     reason (in working memory, in a summarised turn).
     """
 
-    def __init__(self, hits: list[SearchHit], skip: dict[int, str], method: str) -> None:
+    def __init__(
+        self,
+        hits: list[SearchHit],
+        skip: dict[int, str],
+        method: str,
+        verdicts: dict[int, Verdict],
+    ) -> None:
         self.hits = hits
         self.skip = skip
         self.method = method
+        self.verdicts = verdicts
         self.items: dict[int, Item] = {}
         self.sessions: set[str] = set()
         self.used = _header_tokens(RECALL_HEADER)
@@ -443,10 +509,12 @@ class _RecallFiller:
                 continue
             if message.pk in self.skip:
                 left_out.append(LeftOut(message.pk, self.skip[message.pk], hit.score))
-            elif not self._add(message, hit.score, self.method, allowance):
+            elif not self._add(
+                message, hit.score, self.method, self.verdicts[message.pk].why, allowance
+            ):
                 left_out.append(LeftOut(message.pk, "over budget", hit.score))
             else:
-                self._add_neighbour(self._around(number).after, allowance)
+                self._add_neighbour(self._around(number).after, message.pk, allowance)
         if self._room(allowance):
             self._widen(allowance)
         return _in_time_order(self.items.values()), left_out
@@ -462,8 +530,8 @@ class _RecallFiller:
             if hit.message.pk in self.items and self._room(allowance):
                 around = self._around(number)
                 self._load([around], "before", "after_next")
-                self._add_neighbour(around.before, allowance)
-                self._add_neighbour(around.after_next, allowance)
+                self._add_neighbour(around.before, hit.message.pk, allowance)
+                self._add_neighbour(around.after_next, hit.message.pk, allowance)
 
     def _room(self, allowance: int) -> bool:
         # Less than a short line left is no room.
@@ -486,12 +554,14 @@ class _RecallFiller:
         wanted = {getattr(a, f) for a in around for f in fields} - {None}
         self.rows |= MainMessage.objects.in_bulk(wanted - set(self.rows))
 
-    def _add_neighbour(self, message_id: int | None, allowance: int) -> None:
+    def _add_neighbour(self, message_id: int | None, hit_id: int, allowance: int) -> None:
         message = self.rows.get(message_id) if message_id is not None else None
         if message is not None and message.pk not in self.items and message.pk not in self.skip:
-            self._add(message, None, "neighbour", allowance)
+            self._add(message, None, "neighbour", f"next to recalled message {hit_id}", allowance)
 
-    def _add(self, message: MainMessage, score: float | None, how: str, allowance: int) -> bool:
+    def _add(
+        self, message: MainMessage, score: float | None, how: str, why: str, allowance: int
+    ) -> bool:
         line = recalled_line(message)
         cost = _line_tokens(line)
         if message.session_id not in self.sessions:
@@ -506,6 +576,7 @@ class _RecallFiller:
             cost,
             score,
             how,
+            why,
             {
                 "session_id": message.session_id,
                 "timestamp": message.timestamp,
@@ -746,16 +817,11 @@ def context_build(
     # Neither repeats a turn a summary in the context stands for.
     summarised = _summarised_messages(agent_id, session_id, layers["short_term"].items)
     layers["recall"] = _recall(
-        agent_id, query, embedded, layers, budget, shares, summarised, degraded
+        agent_id, query, embedded, layers, budget, shares, summarised, degraded, now
     )
     if not cuts:
         _extend_working(working, candidates, layers, budget, summarised)
-    used = [item.id for item in layers["long_term"].items]
-    if used:
-        with outage.best_effort("counting the memories' uses"):  # the context answers anyway
-            LongTermMemory.objects.filter(pk__in=used).update(
-                access_count=F("access_count") + 1, last_accessed=now
-            )
+    _count_uses(layers["long_term"].items, now)
     system = _system_message(layers)
     messages = [{"role": "system", "content": system}] if system else []
     messages += chat_messages(working.items)
@@ -781,9 +847,11 @@ def _recall(
     shares: dict[str, int],
     summarised: set[int],
     degraded: list[str],
+    now: datetime,
 ) -> Layer:
-    """The recall layer: what is left of the budget, filled with the best earlier messages;
-    long-term memories a recalled message already says make room for more."""
+    """The recall layer: what is left of the budget, filled with the best earlier messages
+    that reach the relevance floors; long-term memories a recalled message already says make
+    room for more."""
     # Its own share: what long-term memory left of their common 20%.
     layer = Layer(
         max(0, shares["long_term"] - layers["long_term"].used),
@@ -803,19 +871,53 @@ def _recall(
         exclude_ids=working_ids,
         embedded=embedded,
         drop_echoes=False,  # the session's own messages are excluded by id
+        now=now,
     )
     degraded.extend(reason for reason in result.degraded if reason not in degraded)
     layer.method = result.mode
     skip = dict.fromkeys(summarised, "in a summarised turn") | dict.fromkeys(
         working_ids, "in working memory"
     )
-    filler = _RecallFiller(result.hits, skip, result.mode)
+    verdicts = _recall_verdicts(result.hits, query, embedded, now)
+    relevant = [hit for hit in result.hits if verdicts[hit.message.pk].relevant]
+    below = [
+        LeftOut(hit.message.pk, verdicts[hit.message.pk].why, hit.score)
+        for hit in result.hits
+        if not verdicts[hit.message.pk].relevant
+    ]
+    filler = _RecallFiller(relevant, skip, result.mode, verdicts)
     layer.items, layer.left_out = filler.fill(layer.budget)
     freed = _drop_restated_memories(layers["long_term"], [*layers["working"].items, *layer.items])
     if freed:
         layer.budget += freed
         layer.items, layer.left_out = filler.fill(layer.budget)
+    # A hit below the floors may still come in as a neighbour of one above them.
+    recalled = {item.id for item in layer.items}
+    layer.left_out += [left for left in below if left.id not in recalled]
     return layer
+
+
+def _recall_verdicts(
+    hits: list[SearchHit], query: str, embedded: QueryEmbedding, now: datetime
+) -> dict[int, Verdict]:
+    """Whether each hit reaches the floors: its similarity the model's, or the share of the
+    query's terms its text and label say (memory.relevance)."""
+    terms = query_terms(query, now=now)  # as the message index reads the query
+    floor = embedded.thresholds.relevance
+    verdicts: dict[int, Verdict] = {}
+    for hit in hits:
+        message = hit.message
+        if hit.vector_score is not None and hit.vector_score >= floor:
+            # Close enough: its words need not be read (most hits, with a vector).
+            verdicts[message.pk] = verdict(similarity=hit.vector_score, floor=floor, match=None)
+            continue
+        label = message_label(message.timestamp, message.role, message.metadata)
+        verdicts[message.pk] = verdict(
+            similarity=hit.vector_score,
+            floor=floor,
+            match=term_match(terms, message.content, label),
+        )
+    return verdicts
 
 
 def _drop_restated_memories(long_term: Layer, messages: list[Item]) -> int:

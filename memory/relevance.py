@@ -1,0 +1,142 @@
+"""Whether a memory or a recalled message is about the query: the context's relevance floors.
+
+A search always answers its k best, however poor: a KNN returns the nearest vectors of
+whatever the store holds, and BM25 ranks every text sharing one word with the query. The
+context takes an item only above a floor of a fixed scale:
+- a vector similarity against its model's own floor (`Thresholds.relevance`: each model
+  scores unrelated texts at its own level);
+- for words, the share of the query's terms (index_schema.query_terms: stop words and Chinese
+  function bigrams dropped, CJK runs as bigrams, days as phrases) that the item's own text
+  says. BM25 has no such scale: it grows with the store's size and the text's length, and the
+  context's normalisation by the best hit made that hit 1.0 whatever it matched.
+The floors were measured on LoCoMo and the Chinese set (`manage.py eval_floors`,
+docs/EVALUATION.md).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from memory.index_schema import Term
+from memory.text import without_cjk
+
+
+@dataclass(frozen=True)
+class LexicalFloors:
+    """The share of the query's words (and days), and of its CJK bigrams, a text must say."""
+
+    words: float
+    bigrams: float
+
+
+# A memory is one short statement: it says most of what a question asks about it, at least
+# half of an English question's words. A Chinese question is read as overlapping bigrams,
+# many of which cross a word boundary ("定订" in "决定订单") and match nothing: a quarter.
+MEMORY_FLOORS = LexicalFloors(words=0.5, bigrams=0.25)
+# A message is one turn of a conversation, and the turns around it carry the rest (the
+# index reads the two before it too): it must say one of the query's terms itself. A floor of
+# half the words lost LoCoMo evidence (context recall 0.909 -> 0.899 at 8,192), and our
+# Chinese set's evidence says a median 15% of its question's bigrams (docs/EVALUATION.md).
+MESSAGE_FLOORS = LexicalFloors(words=0.0, bigrams=0.0)
+
+# Words agree when they share all but their last two letters, at least three: the index
+# matches stems (FTS5's porter, PostgreSQL's english), "painted" and "painting" alike; this
+# reading is a little looser ("card" and "cars"), never stricter for a regular English suffix.
+_STEM_SLACK = 2
+_MIN_STEM = 3
+
+
+@dataclass(frozen=True)
+class TermMatch:
+    """How many of the query's words (and days) and of its CJK bigrams a text says."""
+
+    words_matched: int
+    words: int
+    bigrams_matched: int
+    bigrams: int
+
+    def passes(self, floors: LexicalFloors) -> bool:
+        return _reaches(self.words_matched, self.words, floors.words) or _reaches(
+            self.bigrams_matched, self.bigrams, floors.bigrams
+        )
+
+    def __str__(self) -> str:
+        parts = [
+            f"{matched} of {total} query {name}"
+            for matched, total, name in (
+                (self.words_matched, self.words, "words"),
+                (self.bigrams_matched, self.bigrams, "bigrams"),
+            )
+            if total
+        ]
+        return "matched " + " and ".join(parts) if parts else "no query terms"
+
+
+def _reaches(matched: int, total: int, floor: float) -> bool:
+    return matched > 0 and matched / total >= floor
+
+
+def _same_word(query_word: str, word: str) -> bool:
+    if query_word == word:
+        return True
+    shorter = min(len(query_word), len(word))
+    stem = max(_MIN_STEM, shorter - _STEM_SLACK)
+    return shorter >= _MIN_STEM and query_word[:stem] == word[:stem]
+
+
+def term_match(terms: Sequence[Term], text: str, label: str = "") -> TermMatch:
+    """How many of `terms` the text says; `label` is what the index stores with a message
+    besides its text (its date and speaker, memory.text's message_label), which a day term
+    and a speaker's name match."""
+    said = f"{label} {text}".lower()
+    words = set(re.findall(r"\w+", without_cjk(said)))
+    # Words agreeing in their stem share its first letters: only those are compared.
+    by_start: dict[str, list[str]] = {}
+    for word in words:
+        by_start.setdefault(word[:_MIN_STEM], []).append(word)
+    counts = {"word": [0, 0], "bigram": [0, 0]}
+    for term in terms:
+        if term.kind == "day":
+            found = term.text.lower() in label.lower()
+        elif term.kind == "bigram":
+            found = term.text in said
+        else:
+            found = term.text in words or any(
+                _same_word(term.text, w) for w in by_start.get(term.text[:_MIN_STEM], ())
+            )
+        count = counts["bigram" if term.kind == "bigram" else "word"]
+        count[0] += found
+        count[1] += 1
+    return TermMatch(*counts["word"], *counts["bigram"])
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether an item is relevant, and why in words (the context preview shows it)."""
+
+    relevant: bool
+    why: str
+
+
+def verdict(
+    *,
+    similarity: float | None,
+    floor: float,
+    match: TermMatch | None,
+    floors: LexicalFloors = MESSAGE_FLOORS,
+) -> Verdict:
+    """Relevant when the similarity reaches the model's floor or the words reach theirs.
+    Either suffices: an answer may share no word with its question, and a rare name may be
+    all a vector misses."""
+    reasons: list[str] = []
+    if similarity is not None:
+        if similarity >= floor:
+            return Verdict(True, f"similarity {similarity:.2f} >= {floor:g}")
+        reasons.append(f"similarity {similarity:.2f} < {floor:g}")
+    if match is not None:
+        if match.passes(floors):
+            return Verdict(True, str(match))
+        reasons.append(str(match))
+    return Verdict(False, "below the relevance floor: " + ", ".join(reasons or ["no score"]))

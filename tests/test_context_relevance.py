@@ -1,0 +1,219 @@
+"""No unrelated memory or message in a context: the relevance floors (memory.relevance).
+
+A small store of preferences, facts, decisions and projects in both languages, as memories
+and as messages of earlier sessions; each query's context must hold its related items and
+none of the other topics'. Run with the real local model, as users get it, and lexically
+(embedding provider none, the tests' default).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from functools import partial
+
+import pytest
+
+from memory import embeddings, vectors
+from memory.context import context_build
+from memory.embeddings import LocalEmbedder
+from memory.index_schema import query_terms
+from memory.memories import memory_create
+from memory.models import LongTermMemory
+from memory.relevance import MEMORY_FLOORS, MESSAGE_FLOORS, term_match
+from tests.factories import add_message
+
+pytestmark = pytest.mark.django_db
+
+say = partial(add_message, summarize=False)
+PAST = datetime(2026, 12, 3, 14, 52, tzinfo=UTC)
+
+# (topic, memory type, text): each is stored as a memory and, in a session of its own, as the
+# user's message.
+STORE = [
+    ("editor", "preference", "My favourite editor is Helix"),
+    ("editor", "preference", "我最喜欢的编辑器是 Helix"),
+    ("allergy", "fact", "I'm allergic to peanuts, so no satay for me"),
+    ("allergy", "fact", "我对花生过敏，吃了会起疹子"),
+    ("database", "decision", "We decided to use PostgreSQL for the order system"),
+    ("database", "decision", "订单系统决定用 PostgreSQL 数据库"),
+    ("deploy", "decision", "The deployment is next Friday at 10 pm"),
+    ("deploy", "decision", "部署日期定在下周五晚上十点"),
+    ("cli", "project", "I'm building a CLI tool in Rust"),
+    ("cli", "project", "我在用 Rust 写一个命令行工具"),
+]
+
+# (query, its topic, the texts of STORE its context must hold)
+QUERIES = [
+    ("What am I allergic to?", "allergy", ["I'm allergic to peanuts, so no satay for me"]),
+    (
+        "What did we decide about the order system database?",
+        "database",
+        ["We decided to use PostgreSQL for the order system"],
+    ),
+    ("上次我们决定订单系统用什么数据库？", "database", ["订单系统决定用 PostgreSQL 数据库"]),
+    ("我对什么过敏？", "allergy", ["我对花生过敏，吃了会起疹子"]),
+    ("When is the deployment?", "deploy", ["The deployment is next Friday at 10 pm"]),
+    ("部署日期是哪天？", "deploy", ["部署日期定在下周五晚上十点"]),
+    ("What language is my CLI tool written in?", "cli", ["I'm building a CLI tool in Rust"]),
+]
+
+
+@pytest.fixture
+def store():
+    """Each STORE line as a memory and as a message; {text: (topic, memory id, message id)}."""
+    made = {}
+    for number, (topic, memory_type, text) in enumerate(STORE):
+        memory = memory_create(agent_id="a1", content=text, memory_type=memory_type, actor="api")
+        # One date for all: a message is embedded with its date, which moves its similarity.
+        message = say(text, session_id=f"past-{number}", timestamp=PAST)
+        made[text] = (topic, memory.pk, message.pk)
+    return made
+
+
+@pytest.fixture(scope="module")
+def local_model():
+    if not embeddings.local_installed():
+        pytest.skip("the local model is not installed (make install-local)")
+    model = LocalEmbedder()
+    model.embed(["load the model once for the module"])
+    return model
+
+
+@pytest.fixture
+def real_embedder(local_model, store):
+    vectors.query_vector.cache_clear()
+    vectors.prepare_index(local_model.signature)
+    vectors.embed_pending(embedder=local_model)
+    return local_model
+
+
+def _ask(query: str, embedder=None):
+    say(query, session_id="now")
+    return context_build(
+        agent_id="a1", session_id="now", query=query, model_window=8192, embedder=embedder
+    )
+
+
+def _check(store, query: str, topic: str, expected: list[str], embedder=None) -> None:
+    context = _ask(query, embedder)
+    memories = {item.id for item in context.layers["long_term"].items}
+    recalled = {item.id for item in context.layers["recall"].items}
+    sent = context.messages[0]["content"] if context.messages[0]["role"] == "system" else ""
+    for text in expected:
+        # As a memory or as the message it came from (a memory a recalled message says is
+        # left out for it).
+        assert text in sent, (query, text, context.layers["long_term"].left_out)
+        assert store[text][2] in recalled, (query, text, context.layers["recall"].left_out)
+    unrelated = [(text, ids) for text, (other, *ids) in store.items() if other != topic]
+    for text, (memory_id, message_id) in unrelated:
+        assert memory_id not in memories, (query, text)
+        assert message_id not in recalled, (query, text)
+
+
+@pytest.mark.parametrize("query, topic, expected", QUERIES)
+def test_it_sends_related_items_and_none_of_another_topic_with_the_local_model(
+    real_embedder, store, query, topic, expected
+):
+    _check(store, query, topic, expected, real_embedder)
+
+
+@pytest.mark.parametrize("query, topic, expected", QUERIES)
+def test_it_sends_related_items_and_none_of_another_topic_lexically(store, query, topic, expected):
+    _check(store, query, topic, expected)
+
+
+def test_it_says_why_each_item_is_there_and_why_others_are_not(real_embedder, store):
+    context = _ask("What am I allergic to?", real_embedder)
+
+    (recalled,) = [i for i in context.layers["recall"].items if i.method == "hybrid"]
+    assert recalled.content.startswith("I'm allergic")
+    assert recalled.why.startswith("similarity ") and recalled.why.endswith(" >= 0.35")
+    memory_id = store[recalled.content][1]
+    reasons = {left.id: left.reason for left in context.layers["long_term"].left_out}
+    assert reasons.pop(memory_id) == f"says the same as message {recalled.id}"
+    assert all(r.startswith("below the relevance floor: similarity") for r in reasons.values())
+    recall_reasons = [left.reason for left in context.layers["recall"].left_out]
+    assert any(r.startswith("below the relevance floor: similarity") for r in recall_reasons)
+
+
+def test_a_lexical_match_says_how_many_query_words_it_matched(store):
+    memory_create(
+        agent_id="a1",
+        content="The order system database runs on two nodes",
+        memory_type="fact",
+        actor="api",
+    )
+
+    context = _ask("What did we decide about the order system database?")
+
+    memories = {i.content: i.why for i in context.layers["long_term"].items}
+    assert memories == {"The order system database runs on two nodes": "matched 3 of 4 query words"}
+    (recalled,) = context.layers["recall"].items
+    assert recalled.why == "matched 3 of 4 query words"  # decided, order, system
+
+
+def test_a_query_that_matches_nothing_gets_no_memory_and_no_recall(store):
+    context = _ask("What is the capital of Australia?")
+
+    assert context.layers["long_term"].items == []
+    assert context.layers["recall"].items == []
+
+
+def test_an_unrelated_memory_is_never_counted_as_used(store):
+    editor = LongTermMemory.objects.get(pk=store["My favourite editor is Helix"][1])
+    LongTermMemory.objects.filter(pk=editor.pk).update(access_count=50)  # the most used
+    shellfish = memory_create(
+        agent_id="a1", content="Also allergic to shellfish", memory_type="fact", actor="api"
+    )
+    for query in ["上次我们决定订单系统用什么数据库？", "What am I allergic to?"] * 2:
+        _ask(query)
+
+    editor.refresh_from_db()
+    assert editor.access_count == 50 and editor.last_accessed is None
+    shellfish.refresh_from_db()
+    assert shellfish.access_count == 2  # what matched is used
+
+
+def test_a_call_without_a_query_still_gets_the_most_used_memories_uncounted(store):
+    LongTermMemory.objects.filter(pk=store["My favourite editor is Helix"][1]).update(
+        access_count=7
+    )
+
+    context = context_build(agent_id="a1", session_id="empty", query=None, model_window=8192)
+
+    items = context.layers["long_term"].items
+    assert items[0].content == "My favourite editor is Helix"
+    assert [(i.method, i.why) for i in items] == [("access_count", "no query: most used")] * 2
+    assert LongTermMemory.objects.get(content="My favourite editor is Helix").access_count == 7
+
+
+def test_a_query_with_nothing_to_match_falls_back_to_the_most_used(store):
+    context = _ask("👍")
+
+    items = context.layers["long_term"].items
+    assert [i.why for i in items] == ["no way to match the query: most used"] * 2
+
+
+@pytest.mark.parametrize("query", ["你记得我吗？", "What are my preferences?"])
+def test_an_identity_question_gets_the_persons_facts_and_preferences(store, query):
+    context = _ask(query)
+
+    items = context.layers["long_term"].items
+    assert context.identity_recall and len(items) >= 3
+    assert {i.details["memory_type"] for i in items} <= {"fact", "preference"}
+    assert items[0].details["memory_type"] == "preference"
+    assert all(i.why.startswith("identity question: a ") or "matched" in i.why for i in items)
+
+
+def test_words_match_their_stems_and_chinese_matches_by_bigrams():
+    match = term_match(query_terms("When did Melanie paint the sunrise?"), "I painted a sunrise")
+    assert (match.words_matched, match.words) == (2, 3)
+    match = term_match(query_terms("Melanie painting"), "I painted it", "8 May 2023 Melanie: ")
+    assert (match.words_matched, match.words, match.passes(MEMORY_FLOORS)) == (2, 2, True)
+    match = term_match(query_terms("订单系统用什么数据库"), "订单系统决定用 PostgreSQL 数据库")
+    assert match.bigrams_matched >= 4 and match.passes(MEMORY_FLOORS)
+    # A memory must say half of a question's words; a message one of them itself.
+    editor = term_match(query_terms("my favourite Sichuan food"), "My favourite editor is Helix")
+    assert (editor.words_matched, editor.words) == (1, 3)
+    assert not editor.passes(MEMORY_FLOORS) and editor.passes(MESSAGE_FLOORS)
+    assert not term_match(query_terms("favourite food"), "I like tea").passes(MESSAGE_FLOORS)
