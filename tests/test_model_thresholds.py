@@ -92,3 +92,14 @@ def test_an_identity_question_does_not_take_memories_about_other_things(model):
     others = np.array(model.embed(readable(model, NOT_ABOUT_THE_PERSON)))
 
     assert float((questions @ others.T).max()) < model.thresholds.identity
+
+
+def test_a_floor_is_lower_for_a_query_and_a_text_in_different_scripts():
+    thresholds = embeddings.local_model(None).thresholds
+
+    base = thresholds.relevance
+    assert thresholds.floor(base, "我对什么过敏？", "我对花生过敏") == base
+    assert thresholds.floor(base, "What am I allergic to?", "I'm allergic to peanuts") == base
+    lower = base * thresholds.cross_script
+    assert thresholds.floor(base, "What am I allergic to?", "我对花生过敏") == lower < base
+    assert thresholds.floor(base, "我对什么过敏？", "I'm allergic to peanuts") == lower

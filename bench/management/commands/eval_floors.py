@@ -92,7 +92,9 @@ class Command(BaseCommand):
                         "evidence": message.metadata.get("turn_id") in question["evidence"],
                         "similarity": hit.vector_score,
                         "match": term_match(terms, message.content, label),
-                        "floor": embedded.thresholds.relevance,
+                        "floor": embedded.thresholds.floor(
+                            embedded.thresholds.relevance, question["question"], message.content
+                        ),
                     }
                 )
         return rows
