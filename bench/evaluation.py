@@ -24,8 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from django.conf import settings
+from django.core.management.base import CommandError
 
 from bench.measure import percentile
+from memory import embeddings
 from memory.context import Context, context_build
 from memory.embeddings import Embedder, Signature, prefixed
 from memory.extraction import extract_with_sources, offline_extract
@@ -101,6 +104,13 @@ class CachedEmbedder:
             self.vectors.update({keys[i]: v for i, v in zip(missing, fresh, strict=True)})
             self.dirty = True
         return [self.vectors[key] for key in keys]
+
+    @classmethod
+    def configured(cls) -> CachedEmbedder | None:
+        """The configured provider's embedder behind the cache in `<data_dir>/cache/`, or None
+        without a provider."""
+        embedder = embeddings.configured_embedder()
+        return cls(embedder, settings.ORCA.data_dir / "cache") if embedder else None
 
     def save(self) -> None:
         if self.dirty:
@@ -450,3 +460,10 @@ def judged_scores(turns: list[JudgedTurn]) -> dict[str, float | int]:
         "precision": round(right / made, 3) if made else 1.0,
         "recall": round(found / expected, 3) if expected else 1.0,
     }
+
+
+def require_data(folder: Path) -> None:
+    """A LoCoMo-format folder: conversations.jsonl and queries.jsonl, else CommandError."""
+    for name in ("conversations.jsonl", "queries.jsonl"):
+        if not (folder / name).is_file():
+            raise CommandError(f"{folder / name} does not exist")

@@ -17,15 +17,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import BaseCommand, CommandParser
 from django.db import connections
 from django.utils import timezone
 from tqdm import tqdm
 
-from bench.evaluation import CachedEmbedder, load_conversations
+from bench.evaluation import CachedEmbedder, load_conversations, require_data
 from bench.tempdb import use_temporary_database
-from memory import embeddings
 from memory.context import RECALL_CANDIDATES
 from memory.index_schema import query_terms
 from memory.relevance import TermMatch, term_match, verdict
@@ -46,15 +44,10 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         folder: Path = options["dir"]
-        for name in ("conversations.jsonl", "queries.jsonl"):
-            if not (folder / name).is_file():
-                raise CommandError(f"{folder / name} does not exist")
+        require_data(folder)
         with tempfile.TemporaryDirectory(prefix="orca-floors-") as tmp:
             use_temporary_database(Path(tmp) / "floors.db")
-            embedder = embeddings.configured_embedder()
-            cached = (
-                CachedEmbedder(embedder, settings.ORCA.data_dir / "cache") if embedder else None
-            )
+            cached = CachedEmbedder.configured()
             loaded = load_conversations(folder / "conversations.jsonl")
             if cached is not None:
                 embed_pending(embedder=cached, batch_size=64)

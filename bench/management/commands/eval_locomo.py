@@ -17,9 +17,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import BaseCommand, CommandParser
 from django.db import connections
 from tqdm import tqdm
 
@@ -31,9 +30,10 @@ from bench.evaluation import (
     evaluate_context,
     load_conversations,
     replay_conversations,
+    require_data,
 )
 from bench.tempdb import use_temporary_database
-from memory import embeddings, maintenance
+from memory import maintenance
 from memory.maintenance import request_consolidation
 from memory.search import FUSIONS, MODES
 from memory.vectors import embed_pending
@@ -66,12 +66,10 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         folder: Path = options["dir"]
-        for name in ("conversations.jsonl", "queries.jsonl"):
-            if not (folder / name).is_file():
-                raise CommandError(f"{folder / name} does not exist")
+        require_data(folder)
         with tempfile.TemporaryDirectory(prefix="orca-eval-") as tmp:
             use_temporary_database(Path(tmp) / "eval.db")
-            cached = self._cached_embedder()
+            cached = CachedEmbedder.configured()
             if options["target"] == "context":
                 report: Report | ContextReport = self._context(folder, cached, options)
             else:
@@ -83,12 +81,6 @@ class Command(BaseCommand):
         self._print(data)
         if options["json"]:
             self.stdout.write(json.dumps(data))
-
-    def _cached_embedder(self) -> CachedEmbedder | None:
-        embedder = embeddings.configured_embedder()
-        if embedder is None:
-            return None
-        return CachedEmbedder(embedder, settings.ORCA.data_dir / "cache")
 
     def _embed(self, cached: CachedEmbedder | None, loaded: int) -> None:
         if cached is None:
