@@ -55,7 +55,8 @@ run: install
 	@echo "  API key:  $(BIN)/python manage.py create_api_key --agent NAME"
 	@echo "  example:  ORCA_URL=$(SITE_URL) ORCA_API_KEY=... $(BIN)/python examples/agent_client.py"
 	@echo "  MCP:      $(SITE_URL)/mcp (Streamable HTTP, Authorization: Bearer <API key>)"
-	@echo "  embeddings: the bundled local model (health names it), or SiliconFlow's with SILICONFLOW_API_KEY"
+	@echo "  embeddings: the bundled model (English and Chinese, offline); any other: [embedding] in README"
+	@echo "  chat model: none (rules summarize and extract); Ollama, vLLM, OpenAI...: [llm] in README"
 	@echo ""
 	PATH="$(CURDIR)/$(BIN):$$PATH" ORCA_BIND=$(BIND) $(BIN)/honcho start -f Procfile
 
