@@ -80,6 +80,8 @@ class Thresholds:
 
     def floor(self, base: float, query: str, text: str) -> float:
         """`base` (the relevance or the identity floor) for this query and this text."""
+        if self.cross_script == 1.0:  # most models: no need to read the texts
+            return base
         return base * self.cross_script if mostly_cjk(query) != mostly_cjk(text) else base
 
 
