@@ -40,8 +40,13 @@ def covers(signature: Signature, text: str) -> bool:
     """Whether the model's vectors of this text mean something (its language is covered).
     Served models (bge-m3, most others) are multilingual; English-only models' vectors of
     Chinese (or Japanese, Korean) text are noise, so such text gets no vector weight."""
-    bundled = LOCAL_MODELS.get(signature.model) if signature.provider == "local" else None
-    return bundled is None or not bundled.english_only or not mostly_cjk(text)
+    model = bundled(signature)
+    return model is None or not model.english_only or not mostly_cjk(text)
+
+
+def bundled(signature: Signature) -> LocalModel | None:
+    """The bundled model that makes vectors of this signature, if one does."""
+    return LOCAL_MODELS.get(signature.model) if signature.provider == "local" else None
 
 
 class EmbeddingError(Exception):

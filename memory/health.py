@@ -30,7 +30,7 @@ def _embedding_report() -> dict[str, object]:
     embedder = embeddings.configured_embedder()
     status = vectors.vector_search_status(embedder)
     state = vectors.index_state()
-    bundled = embedder.model if isinstance(embedder, embeddings.LocalEmbedder) else None
+    bundled = embeddings.bundled(embedder.signature) if embedder else None
     return {
         "provider": embedder.signature.provider if embedder else "none",
         "model": embedder.signature.model if embedder else None,

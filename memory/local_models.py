@@ -16,6 +16,9 @@ import numpy as np
 
 from memory.text import mostly_cjk
 
+# memory.minilm.DIMENSION, not imported from there: that module loads the tokenizer and the
+# weights' package as it is imported, and commands that never embed must not (tests/
+# test_model_loading.py); the encoders import it when they are built.
 MINILM_DIMENSION = 384
 
 

@@ -98,7 +98,7 @@ def vector_search_status(embedder: Embedder | None = None) -> VectorSearchStatus
 def _keep_hint(stored: Signature | None) -> str:
     """For vectors of a bundled model (a store from before the default changed): the setting
     that keeps them instead of embedding everything again."""
-    if stored is None or stored.provider != "local" or stored.model not in embeddings.LOCAL_MODELS:
+    if stored is None or embeddings.bundled(stored) is None:
         return ""
     return f", or keep them with [embedding] model = {stored.model!r} (EMBEDDING_MODEL)"
 
