@@ -17,9 +17,9 @@ from ninja import Field, Header, Query, Router, Schema, Status
 from ninja.pagination import paginate
 from pydantic import AfterValidator, BeforeValidator, ValidationInfo, field_validator
 
+from memory.consolidation import request_consolidation
 from memory.context import context_build
 from memory.health import service_health
-from memory.maintenance import request_consolidation
 from memory.memories import (
     memories_of,
     memory_create,

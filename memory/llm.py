@@ -1,9 +1,9 @@
 """The chat model behind summaries and extraction: any OpenAI-compatible server.
 
 `[llm]` configures it (orca_memory.config: a provider preset such as ollama or siliconflow, or
-a base_url and model of your own). Without one, or when it fails, the maintenance uses its
-offline summarizer and rule-based extractor (memory.maintenance), so the three memory layers
-fill on the default setup too.
+a base_url and model of your own). Without one, or when it fails, the offline summarizer
+(memory.summaries) and the rule-based extractor (memory.extraction) take over, so the three
+memory layers fill on the default setup too.
 
 Each process counts its calls (`USAGE`): health reports the web process's counts and the
 task workers' (which write theirs into their heartbeat files, memory.heartbeat).

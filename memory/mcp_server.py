@@ -68,9 +68,9 @@ from memory.api import (
     session_or_404,
 )
 from memory.auth import agent_for_key, bearer_key
+from memory.consolidation import request_consolidation
 from memory.context import Context, context_build
 from memory.jsonl import BackupFailed
-from memory.maintenance import request_consolidation
 from memory.memories import memories_of, memory_create, memory_expire, memory_update
 from memory.messages import message_keep
 from memory.models import MemoryType, MessageType, Role

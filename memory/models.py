@@ -204,7 +204,7 @@ class ShortTermMemory(models.Model):
     # memory, the summary would only repeat it (null for summaries written before).
     reply_id = models.BigIntegerField(null=True, blank=True)
     # Who wrote the summary (null for summaries written before it was recorded, or not by
-    # memory.maintenance).
+    # memory.summaries).
     summarizer = models.TextField(choices=Summarizer.choices, null=True, blank=True)
 
     objects = ShortTermMemoryQuerySet.as_manager()
@@ -213,7 +213,7 @@ class ShortTermMemory(models.Model):
         db_table = "short_term_memories"
         verbose_name_plural = "short-term memories"
         # No CHECK on `summarizer`: adding one makes SQLite copy the table, which drops the
-        # lexical index's triggers; only memory.maintenance writes it.
+        # lexical index's triggers; only memory.summaries writes it.
         constraints = [_between_0_and_1("confidence", "short_term_memories_confidence_0_1")]
         indexes = [
             models.Index(fields=["agent_id", "session_id", "-updated_at"], name="idx_stm_session"),

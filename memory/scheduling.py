@@ -1,8 +1,8 @@
 """Queueing background work: what services call to have a task of memory/tasks.py run.
 
-The task functions call services (vectors, maintenance), and services queue those tasks: if
-services imported the task functions, each would import itself back through them (the cycle
-maintenance -> tasks -> maintenance). So this module imports no service and no task
+The task functions call services (vectors, summaries, consolidation), and services queue those
+tasks: if services imported the task functions, each would import itself back through them
+(the cycle consolidation -> tasks -> consolidation). So this module imports no service and no task
 function. It names each task by its path, the string django-tasks-db stores in every queued
 row and the worker imports to run it: a contract already, since rows queued by an older
 version name these paths (tests/test_import_graph.py checks that each names a task).

@@ -20,7 +20,7 @@ from django.tasks import TaskResultStatus, task
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
-from memory import maintenance, scheduling, vectors
+from memory import consolidation, scheduling, summaries, vectors
 from memory.embeddings import EmbeddingError
 from memory.models import MainMessage, ShortTermMemory
 
@@ -59,22 +59,22 @@ def summarize_turn_task(*reply_ids: int) -> None:
     done = set(
         ShortTermMemory.objects.filter(reply_id__in=reply_ids).values_list("reply_id", flat=True)
     )
-    maintenance.summarize_turns([reply for reply in replies if reply.pk not in done])
+    summaries.summarize_turns([reply for reply in replies if reply.pk not in done])
     newest = {(reply.agent_id, reply.session_id): reply for reply in replies}
     for reply in newest.values():
-        maintenance.consolidate_after_turn(reply)
+        consolidation.consolidate_after_turn(reply)
 
 
 @task()
 def consolidation_task(run_id: int) -> None:
     """Run a requested consolidation, or defer it again while the agent's window lasts."""
-    maintenance.run_consolidation(run_id)
+    consolidation.run_consolidation(run_id)
 
 
 @task()
 def consolidate_session_task(agent_id: str, session_id: str) -> None:
     """An end of session queued before requests were recorded (an upgrade): record it now."""
-    maintenance.request_consolidation(
+    consolidation.request_consolidation(
         agent_id=agent_id, session_id=session_id, trigger="session_end"
     )
 
@@ -264,7 +264,7 @@ def _settle_run(result: DBTaskResult, *, requeued: bool) -> None:
     again (the task only starts waiting runs), or fail when there is none."""
     if result.task_path == scheduling.CONSOLIDATION:
         (run_id,) = result.args_kwargs["args"]
-        maintenance.recover_run(run_id, requeued=requeued)
+        consolidation.recover_run(run_id, requeued=requeued)
 
 
 def _requeue(result: DBTaskResult) -> str | None:

@@ -143,7 +143,7 @@ def chat(monkeypatch):
     the order they are asked; `prompts` records what was asked."""
     import httpx
 
-    from memory import maintenance
+    from memory import consolidation, summaries
     from memory.llm import ChatClient
 
     answers: list[str] = []
@@ -163,5 +163,6 @@ def chat(monkeypatch):
         backoff_seconds=0,
         transport=httpx.MockTransport(handler),
     )
-    monkeypatch.setattr(maintenance, "configured_chat", lambda: client)
+    for module in (summaries, consolidation):
+        monkeypatch.setattr(module, "configured_chat", lambda: client)
     return answers, prompts

@@ -15,7 +15,7 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from memory.maintenance import consolidate_session
+from memory.consolidation import consolidate_session
 from memory.memories import memory_create, memory_delete, memory_update
 from memory.models import MainMessage, ShortTermMemory
 from subagents.runs import subagent_finish, subagent_record

@@ -7,7 +7,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from memory import index, maintenance, vectors
+from memory import cleanup, index, vectors
 from memory.memories import memory_create, memory_unarchive
 from memory.models import LongTermMemory, LongTermMemoryHistory
 
@@ -42,7 +42,7 @@ def embedded(fake_embedder):
 
 
 def test_archiving_by_the_cleanup_drops_the_vector(fake_embedder, embedded):
-    assert maintenance.cleanup("a1", cap=3) == 1
+    assert cleanup.cleanup("a1", cap=3) == 1
 
     rare = LongTermMemory.objects.get(pk=embedded["rare"].pk)
     assert rare.archived_at is not None and rare.has_embedding is False
@@ -52,7 +52,7 @@ def test_archiving_by_the_cleanup_drops_the_vector(fake_embedder, embedded):
 
 
 def test_the_worker_does_not_embed_archived_memories_again(fake_embedder, embedded):
-    maintenance.cleanup("a1", cap=3)
+    cleanup.cleanup("a1", cap=3)
     LongTermMemory.objects.filter(pk=embedded["rare"].pk).update(content="edited while archived")
 
     assert vectors.pending_count() == 0
@@ -76,7 +76,7 @@ def test_long_term_knn_candidates_are_all_active_however_many_are_archived(fake_
         remember(f"The user visited museum number {n}.")
     vectors.embed_pending()
 
-    maintenance.cleanup("a1", cap=3)
+    cleanup.cleanup("a1", cap=3)
 
     active = set(LongTermMemory.objects.active().values_list("pk", flat=True))
     assert len(active) == 3
@@ -90,14 +90,14 @@ def test_the_cleanup_drops_the_vectors_of_memories_archived_before_this_rule(
     LongTermMemory.objects.filter(pk=embedded["rare"].pk).update(archived_at=timezone.now())
     assert embedded["rare"].pk in stored(fake_embedder)
 
-    assert maintenance.cleanup("a1", cap=10) == 0
+    assert cleanup.cleanup("a1", cap=10) == 0
 
     assert embedded["rare"].pk not in stored(fake_embedder)
     assert LongTermMemory.objects.get(pk=embedded["rare"].pk).has_embedding is False
 
 
 def test_unarchiving_queues_a_new_vector(fake_embedder, embedded):
-    maintenance.cleanup("a1", cap=3)
+    cleanup.cleanup("a1", cap=3)
     rare = LongTermMemory.objects.get(pk=embedded["rare"].pk)
 
     memory_unarchive(rare, actor="admin:ann")
@@ -116,7 +116,7 @@ def test_unarchiving_queues_a_new_vector(fake_embedder, embedded):
 
 
 def test_the_admin_brings_archived_memories_back(admin_client, fake_embedder, embedded):
-    maintenance.cleanup("a1", cap=3)
+    cleanup.cleanup("a1", cap=3)
     pk = embedded["rare"].pk
     data = {"action": "unarchive", "_selected_action": [pk, embedded["tea"].pk]}
 
@@ -132,7 +132,7 @@ def test_the_admin_brings_archived_memories_back(admin_client, fake_embedder, em
 
 
 def test_the_dashboard_brings_an_archived_memory_back(admin_client, fake_embedder, embedded):
-    maintenance.cleanup("a1", cap=3)
+    cleanup.cleanup("a1", cap=3)
     pk = embedded["rare"].pk
     card = admin_client.get(reverse("memory", args=[pk])).content.decode()
     assert reverse("memory_unarchive", args=[pk]) in card

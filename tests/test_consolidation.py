@@ -13,9 +13,9 @@ from django.core.management import call_command
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from memory import embeddings, maintenance, tasks, vectors
-from memory.extraction import speaks_for_a_person
-from memory.maintenance import Extracted, consolidate_session, request_consolidation
+from memory import consolidation, embeddings, tasks, vectors
+from memory.consolidation import consolidate_session, request_consolidation
+from memory.extraction import Extracted, speaks_for_a_person
 from memory.memories import memory_create
 from memory.models import ConsolidationRun, LongTermMemory, LongTermMemoryHistory
 from memory.text import text_similarity
@@ -56,7 +56,7 @@ def one_memory_per_message(monkeypatch):
     user's; an assistant's only when named, as the real one decides): these tests are about
     which messages a run reads, not about the rules (tests/test_extraction.py)."""
     monkeypatch.setattr(
-        maintenance,
+        consolidation,
         "offline_extract",
         lambda messages: [Extracted("fact", m.content) for m in messages if speaks_for_a_person(m)],
     )

@@ -11,9 +11,9 @@ import pytest
 
 from memory import vectors
 from memory.context import context_build
-from memory.maintenance import summarize_turns
 from memory.memories import memory_create
 from memory.models import LongTermMemory
+from memory.summaries import summarize_turns
 from memory.tokens import estimate_tokens
 from tests.factories import add_message
 from tests.fakes import FakeEmbedder

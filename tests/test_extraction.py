@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
+from memory.consolidation import consolidate_session
 from memory.extraction import classify, offline_extract, sentences
-from memory.maintenance import consolidate_session
 from memory.messages import message_add
 from memory.models import LongTermMemory, MainMessage
 

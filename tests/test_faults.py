@@ -235,7 +235,7 @@ class StubChat(BaseHTTPRequestHandler):
 
 @pytest.mark.parametrize("outage", [["500", "500"], ["429", "429"], ["garbage"], ["slow", "slow"]])
 def test_a_failing_chat_model_falls_back_to_the_offline_summary_then_recovers(monkeypatch, outage):
-    from memory import maintenance
+    from memory import summaries
     from memory.llm import ChatClient
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), StubChat)
@@ -249,16 +249,12 @@ def test_a_failing_chat_model_falls_back_to_the_offline_summary_then_recovers(mo
         backoff_seconds=0,
         timeout_seconds=0.2,
     )
-    monkeypatch.setattr(maintenance, "configured_chat", lambda: chat)
+    monkeypatch.setattr(summaries, "configured_chat", lambda: chat)
     try:
         add_message("我想喝茶")
         reply = add_message("好的。", role="assistant")
-        assert (
-            maintenance.summarize_turns([reply])[0].content == "user: 我想喝茶 / assistant: 好的。"
-        )
-        assert (
-            maintenance.summarize_turns([reply])[0].content == "用户想喝茶。"
-        )  # the model is back
+        assert summaries.summarize_turns([reply])[0].content == "user: 我想喝茶 / assistant: 好的。"
+        assert summaries.summarize_turns([reply])[0].content == "用户想喝茶。"  # the model is back
     finally:
         server.shutdown()
 

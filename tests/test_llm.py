@@ -17,11 +17,12 @@ from typing import Any
 import httpx
 import pytest
 
-from memory import heartbeat, llm, maintenance
+from memory import consolidation, heartbeat, llm, summaries
+from memory.consolidation import InvalidAnswer, consolidate_session, llm_extract
 from memory.llm import ChatClient, Counts, LLMError, Usage
-from memory.maintenance import InvalidAnswer, consolidate_session, llm_extract, summarize_turns
 from memory.models import LongTermMemory, ShortTermMemory
 from memory.remote import retry_after_seconds
+from memory.summaries import summarize_turns
 from tests.factories import add_message
 
 
@@ -91,7 +92,8 @@ def client_for(server: type[FakeChatServer], **options: Any) -> ChatClient:
 def chat(server, monkeypatch) -> ChatClient:
     """The stub as the configured chat model of summaries and extraction."""
     client = client_for(server)
-    monkeypatch.setattr(maintenance, "configured_chat", lambda: client)
+    for module in (summaries, consolidation):
+        monkeypatch.setattr(module, "configured_chat", lambda: client)
     return client
 
 
@@ -183,7 +185,8 @@ def test_an_unreachable_model_leaves_summaries_and_extraction_to_the_offline_pat
         backoff_seconds=0,
         usage=Usage(),
     )
-    monkeypatch.setattr(maintenance, "configured_chat", lambda: client)
+    for module in (summaries, consolidation):
+        monkeypatch.setattr(module, "configured_chat", lambda: client)
     add_message("I prefer green tea.")
     (summary,) = summarize_turns([add_message("Noted.", role="assistant")])
 

@@ -7,10 +7,12 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from memory import llm, maintenance
+from memory import cleanup, llm
+from memory.consolidation import consolidate_session
 from memory.context import context_build
-from memory.maintenance import consolidate_session, offline_extract, summarize_turns
+from memory.extraction import offline_extract
 from memory.models import ConsolidationRun, LongTermMemory, LongTermMemoryHistory, ShortTermMemory
+from memory.summaries import summarize_turns
 from memory.text import text_similarity
 from tests.factories import add_message
 
@@ -280,7 +282,7 @@ def test_beyond_the_cap_the_least_used_memories_are_archived_not_deleted():
         agent_id="a1", content="rarely used", memory_type="fact", confidence=0.2
     )
 
-    assert maintenance.cleanup("a1", cap=2) == 1
+    assert cleanup.cleanup("a1", cap=2) == 1
 
     low.refresh_from_db()
     assert low.archived_at is not None

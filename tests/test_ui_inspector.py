@@ -120,7 +120,7 @@ def test_a_link_to_a_message_opens_the_page_that_holds_it(admin_client, conversa
 def test_the_session_shows_its_consolidation_runs_and_their_memories(
     admin_client, conversation, django_assert_max_num_queries
 ):
-    from memory.maintenance import consolidate_session
+    from memory.consolidation import consolidate_session
     from memory.memories import memory_delete
     from memory.models import ConsolidationRun
 
@@ -414,7 +414,7 @@ def test_the_session_list_filters_by_dates_sorts_and_shows_its_columns(
 
     from django.utils import timezone
 
-    from memory.maintenance import request_consolidation
+    from memory.consolidation import request_consolidation
     from memory.models import ConsolidationRun
 
     def session(agent: str, name: str, start: datetime, minutes: list[int], words: int = 3):

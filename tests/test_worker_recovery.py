@@ -17,7 +17,7 @@ from django.tasks import TaskResultStatus
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
-from memory import maintenance, scheduling, tasks
+from memory import consolidation, scheduling, tasks
 from memory.models import ConsolidationRun, LongTermMemory, RunStatus, ShortTermMemory
 from memory.tasks import (
     WorkerGone,
@@ -163,13 +163,13 @@ def consolidation_left_running(
     claimed (RUNNING) and the run started (`running`, its memories not written), or, when
     `finished`, the run done and the worker killed before it recorded the task's end."""
     add_message(PREFERENCE, session_id="s1")
-    run = maintenance.request_consolidation(agent_id="a1", session_id="s1", trigger="session_end")
+    run = consolidation.request_consolidation(agent_id="a1", session_id="s1", trigger="session_end")
     result = DBTaskResult.objects.get(task_path=scheduling.CONSOLIDATION)
     result.claim(str(worker))
     if finished:
-        assert maintenance.run_consolidation(run.pk) is not None
+        assert consolidation.run_consolidation(run.pk) is not None
     else:
-        assert maintenance._claim(run.pk, timezone.now()) is not None
+        assert consolidation._claim(run.pk, timezone.now()) is not None
     run.refresh_from_db()
     assert run.status == (RunStatus.DONE if finished else RunStatus.RUNNING)
     return run, result
@@ -187,7 +187,7 @@ def test_a_consolidation_whose_worker_died_is_queued_again_as_the_same_run_and_d
     (entry,) = recover_abandoned_tasks()
 
     run.refresh_from_db()
-    assert (run.status, run.reason) == (RunStatus.QUEUED, maintenance.REQUEUED_REASON)
+    assert (run.status, run.reason) == (RunStatus.QUEUED, consolidation.REQUEUED_REASON)
     assert LongTermMemory.objects.count() == 0
     run_requeued(entry)
     run_requeued(entry)  # a second delivery of the same task finds the run done
@@ -215,14 +215,16 @@ def test_a_consolidation_whose_workers_died_too_often_fails_and_frees_the_sessio
     for _ in range(tasks.MAX_WORKER_DEATHS - 1):
         (entry,) = recover_abandoned_tasks()
         DBTaskResult.objects.get(pk=entry.requeued_as).claim(str(dead_worker()))
-        assert maintenance._claim(run.pk, timezone.now()) is not None
+        assert consolidation._claim(run.pk, timezone.now()) is not None
 
     (entry,) = recover_abandoned_tasks()
 
     assert entry.requeued_as is None
     run.refresh_from_db()
-    assert (run.status, run.reason) == (RunStatus.FAILED, maintenance.GIVEN_UP_REASON)
-    again = maintenance.request_consolidation(agent_id="a1", session_id="s1", trigger="session_end")
+    assert (run.status, run.reason) == (RunStatus.FAILED, consolidation.GIVEN_UP_REASON)
+    again = consolidation.request_consolidation(
+        agent_id="a1", session_id="s1", trigger="session_end"
+    )
     assert again.pk != run.pk
 
 
@@ -231,7 +233,7 @@ def test_a_dead_run_of_a_session_that_waits_again_is_covered_by_the_waiting_run(
 ):
     run, _ = consolidation_left_running(dead_worker())
     add_message("I decided to take the train.", session_id="s1")
-    waiting = maintenance.request_consolidation(
+    waiting = consolidation.request_consolidation(
         agent_id="a1", session_id="s1", trigger="session_end"
     )
     assert waiting.pk != run.pk
@@ -239,11 +241,11 @@ def test_a_dead_run_of_a_session_that_waits_again_is_covered_by_the_waiting_run(
     recover_abandoned_tasks()
 
     run.refresh_from_db()
-    assert (run.status, run.reason) == (RunStatus.FAILED, maintenance.JOINED_REASON)
+    assert (run.status, run.reason) == (RunStatus.FAILED, consolidation.JOINED_REASON)
     waiting.refresh_from_db()
-    assert (waiting.status, waiting.reason) == (RunStatus.DEFERRED, maintenance.WINDOW_REASON)
+    assert (waiting.status, waiting.reason) == (RunStatus.DEFERRED, consolidation.WINDOW_REASON)
     monkeypatch.setattr(timezone, "now", lambda: waiting.run_after)  # its task runs then
-    maintenance.run_consolidation(waiting.pk)
+    consolidation.run_consolidation(waiting.pk)
     waiting.refresh_from_db()
     assert (waiting.status, waiting.created) == (RunStatus.DONE, 2)
     assert LongTermMemory.objects.count() == 2
@@ -351,11 +353,11 @@ def test_a_worker_killed_during_a_consolidation_has_it_done_once_by_the_next_wor
         "-c",
         # The turns' summaries (offline), which the chat model's extraction reads, and the
         # session's end.
-        "from memory import maintenance; "
+        "from memory import consolidation, summaries; "
         "from memory.models import MainMessage; "
         "replies = list(MainMessage.objects.filter(role='assistant')); "
-        "maintenance.summarize_turns(replies); "
-        "maintenance.request_consolidation("
+        "summaries.summarize_turns(replies); "
+        "consolidation.request_consolidation("
         "agent_id='a1', session_id=replies[0].session_id, trigger='session_end')",
         **offline,
     )

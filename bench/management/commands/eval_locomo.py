@@ -33,8 +33,8 @@ from bench.evaluation import (
     require_data,
 )
 from bench.tempdb import use_temporary_database
-from memory import maintenance
-from memory.maintenance import request_consolidation
+from memory import consolidation
+from memory.consolidation import request_consolidation
 from memory.search import FUSIONS, MODES
 from memory.vectors import embed_pending
 
@@ -112,7 +112,7 @@ class Command(BaseCommand):
     ) -> ContextReport:
         # The 30-second window keeps two extractions of one agent from running at once; this
         # one worker never runs two, so the replay need not wait 30 s between sessions.
-        maintenance.CONSOLIDATION_WINDOW = timedelta(0)
+        consolidation.CONSOLIDATION_WINDOW = timedelta(0)
         loaded = replay_conversations(
             folder / "conversations.jsonl",
             end_session=lambda agent, session: request_consolidation(

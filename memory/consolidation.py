@@ -1,18 +1,16 @@
-"""Memory maintenance, run by background tasks: turn summaries, consolidation, cleanup.
+"""Consolidation, run by background tasks: a session's summaries and messages become typed
+long-term memories.
 
-- After each assistant reply, a one-sentence summary of the turn goes to short-term memory;
-  each session keeps its newest 10.
-- At session end or every 20 turns, the session is consolidated into typed long-term
-  memories; one close to an existing memory of the agent (> 0.8 similar) updates it instead
-  of duplicating it, keeping the text when a person curated it. An agent is consolidated at
-  most once every 30 seconds: a request inside that window is deferred to its end, never
-  dropped. Each run covers what the session said since its last run.
-- Beyond `long_term_cap`, the least used, least confident memories are archived (kept).
+At session end or every 20 turns, the session is consolidated; an extracted memory close to an
+existing memory of the agent (> 0.8 similar) updates it instead of duplicating it, keeping the
+text when a person curated it. An agent is consolidated at most once every 30 seconds: a
+request inside that window is deferred to its end, never dropped. Each run covers what the
+session said since its last run, and ends with the agent's cleanup (memory.cleanup).
 
-With a chat model (`[llm]`, memory.llm) the model writes summaries and extracts memories;
-without one, or when it fails (unreachable, or not the JSON asked for, twice), an offline
-summarizer and a rule-based extractor do, so every layer fills on the default setup. Each
-summary (`summarizer`) and run (`extractor`, with the reason) records which path made it.
+With a chat model (`[llm]`, memory.llm) the model extracts memories from the turn summaries
+(memory.summaries); without one, or when it fails (unreachable, or not the JSON asked for,
+twice), a rule-based extractor reads the messages, so long-term memory fills on the default
+setup. Each run records which path made it (`extractor`, with the reason).
 """
 
 from __future__ import annotations
@@ -24,15 +22,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
 from memory import embeddings, index, memories, scheduling, vectors
+from memory.cleanup import cleanup
 from memory.embeddings import EmbeddingError
 from memory.extraction import MEMORY_CHARS, Extracted, offline_extract
-from memory.extraction import sentences as _sentences
 from memory.llm import ChatClient, LLMError, configured_chat
 from memory.models import (
     RUN_NOTE,
@@ -45,14 +42,11 @@ from memory.models import (
     Role,
     RunStatus,
     ShortTermMemory,
-    Summarizer,
 )
 from memory.text import text_similarity
-from memory.vectors import delete_with_vectors, drop_vectors
 
 logger = logging.getLogger(__name__)
 
-SUMMARIES_KEPT = 10
 TURNS_PER_CONSOLIDATION = 20
 CONSOLIDATION_WINDOW = timedelta(seconds=30)
 # A run still "running" after this lost its worker (a crash mid-run): it is marked failed and
@@ -75,9 +69,7 @@ DUPLICATE_TEXT_SIMILARITY = 0.8
 # (nearest vectors, best lexical matches), never with all of them.
 DEDUP_CANDIDATES = 20
 MERGE_CONFIDENCE_STEP = 0.1
-SUMMARY_CHARS = 100
 
-SUMMARY_PROMPT = "请用一句话总结本轮对话的关键信息，不超过 50 字：\n\n{turn}"
 # A JSON object, not an array: servers' JSON mode (response_format json_object) makes objects.
 EXTRACTION_PROMPT = """从下面的对话摘要中提取值得长期记住的信息（用户偏好、事实、决策、项目背景）。
 只输出一个 JSON 对象，不要其他文字，格式：
@@ -87,77 +79,7 @@ EXTRACTION_PROMPT = """从下面的对话摘要中提取值得长期记住的信
 摘要：
 {summaries}"""
 
-# --- turn summaries ------------------------------------------------------------------------
-
-
-def _first_sentence(text: str) -> str:
-    sentences = _sentences(text)
-    return (sentences[0] if sentences else text.strip())[:SUMMARY_CHARS]
-
-
-def offline_summary(turn: list[MainMessage]) -> str:
-    """The first sentence of what each side said: "user: ... / assistant: ..."."""
-    return " / ".join(f"{m.role}: {_first_sentence(m.content)}" for m in turn)
-
-
-def _turn_of(reply: MainMessage) -> list[MainMessage]:
-    """The reply and the user messages since the previous assistant reply."""
-    earlier = MainMessage.objects.filter(
-        agent_id=reply.agent_id, session_id=reply.session_id, id__lt=reply.pk
-    ).order_by("-id")
-    turn = [reply]
-    for message in earlier[:50]:
-        if message.role == Role.ASSISTANT:
-            break
-        if message.role == Role.USER:
-            turn.insert(0, message)
-    return turn
-
-
-def summarize_turns(replies: list[MainMessage]) -> list[ShortTermMemory]:
-    """Store the summaries of the turns these replies end, in one transaction; drop each
-    session's summaries beyond the newest 10. The chat model, when there is one, is asked
-    before the transaction: a write never waits for the network."""
-    if not replies:
-        return []
-    summaries = [_summary_of(reply) for reply in replies]
-    with transaction.atomic():
-        stored = ShortTermMemory.objects.bulk_create(summaries)
-        for agent_id, session_id in {(reply.agent_id, reply.session_id) for reply in replies}:
-            _keep_newest_summaries(agent_id, session_id)
-        scheduling.with_the_write(scheduling.schedule_embedding)
-    return stored
-
-
-def _summary_of(reply: MainMessage) -> ShortTermMemory:
-    turn = _turn_of(reply)
-    chat = configured_chat()
-    text = None
-    if chat is not None:
-        lines = "\n".join(f"{m.role}: {m.content[:2000]}" for m in turn)
-        try:
-            text = chat.complete(SUMMARY_PROMPT.format(turn=lines), max_tokens=120)
-        except LLMError as exc:
-            logger.warning("Summary by the chat model failed, using the offline one: %s", exc)
-            chat.usage.fell_back()
-    return ShortTermMemory(
-        agent_id=reply.agent_id,
-        session_id=reply.session_id,
-        content=(text or offline_summary(turn))[:1000],
-        source_count=len(turn),
-        reply_id=reply.pk,
-        summarizer=Summarizer.LLM if text else Summarizer.OFFLINE,
-    )
-
-
-def _keep_newest_summaries(agent_id: str, session_id: str) -> None:
-    summaries = ShortTermMemory.objects.of_session(agent_id, session_id)
-    old = list(summaries.values_list("id", flat=True)[SUMMARIES_KEPT:])
-    if old:
-        delete_with_vectors(ShortTermMemory.objects.filter(pk__in=old))
-
-
-# --- consolidation -------------------------------------------------------------------------
+# --- extraction and deduplication ----------------------------------------------------------
 
 
 def _parse_extraction(answer: str) -> list[Extracted]:
@@ -620,30 +542,3 @@ def consolidate_session(
     run_consolidation(run.pk)  # nothing to do if the task already ran it
     run.refresh_from_db()
     return run
-
-
-# --- cleanup -------------------------------------------------------------------------------
-
-
-def cleanup(agent_id: str, *, cap: int | None = None) -> int:
-    """Archive the least used, least confident memories beyond the cap; returns how many.
-
-    Archiving drops their vectors (memories.memory_archive). Memories archived before it did
-    lose theirs here too.
-    """
-    cap = settings.ORCA.long_term_cap if cap is None else cap
-    archived_with_vectors = LongTermMemory.objects.filter(
-        agent_id=agent_id, archived_at__isnull=False, has_embedding=True
-    )
-    if archived_with_vectors.exists():
-        drop_vectors(archived_with_vectors)
-    active = LongTermMemory.objects.filter(agent_id=agent_id).active()
-    excess = active.count() - cap
-    if excess <= 0:
-        return 0
-    now = timezone.now()
-    victims = list(active.order_by("access_count", "confidence", "created_at", "id")[:excess])
-    with transaction.atomic():
-        for memory in victims:
-            memories.memory_archive(memory, actor="cleanup", now=now, changes={"cap": cap})
-    return len(victims)
