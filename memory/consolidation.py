@@ -26,7 +26,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from memory import embeddings, index, memories, scheduling, vectors
+from memory import embeddings, memories, scheduling, vectors
 from memory.cleanup import cleanup
 from memory.embeddings import EmbeddingError
 from memory.extraction import MEMORY_CHARS, Extracted, offline_extract
@@ -191,20 +191,14 @@ def _duplicate_of(
     """
     similarity: dict[int, float] = {}
     if vector is not None:
-        near = index.knn(
-            index.MEMORY_VECTORS,
-            agent_id=agent_id,
-            embedding=vector,
-            k=DEDUP_CANDIDATES,
-            filters=[("memory_type", "=", item.memory_type)],
+        near = memories.memories_like(
+            agent_id=agent_id, vector=vector, k=DEDUP_CANDIDATES, memory_type=item.memory_type
         )
         similarity = {hit.id: hit.score for hit in near}
         for memory_id, (memory_type, created) in fresh.items():
             if memory_type == item.memory_type:
                 similarity[memory_id] = _cosine(vector, created)
-    lexical = index.lexical_search(
-        index.MEMORY_TEXT, agent_id=agent_id, query=item.content, k=DEDUP_CANDIDATES
-    )
+    lexical = memories.memories_like(agent_id=agent_id, text=item.content, k=DEDUP_CANDIDATES)
     candidates = LongTermMemory.objects.active().filter(
         agent_id=agent_id,
         memory_type=item.memory_type,

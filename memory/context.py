@@ -30,6 +30,7 @@ from memory import index, outage
 from memory.embeddings import Embedder, Thresholds
 from memory.index import Filter
 from memory.index_schema import query_terms
+from memory.memories import memories_like
 from memory.models import LongTermMemory, MainMessage, MemoryType, Role, ShortTermMemory
 from memory.relevance import MEMORY_FLOORS, Verdict, term_match, verdict
 from memory.search import MAX_K, SearchHit, search
@@ -301,14 +302,10 @@ def _long_term_candidates(
     "access_count" when the call has no way to match: no query, or no vector and no term the
     lexical index could look up (`has_terms`: "👍" alone)."""
     if vector is not None:
-        hits = index.knn(
-            index.MEMORY_VECTORS, agent_id=agent_id, embedding=vector, k=LONG_TERM_CANDIDATES
-        )
+        hits = memories_like(agent_id=agent_id, vector=vector, k=LONG_TERM_CANDIDATES)
         return "similarity", {hit.id: hit.score for hit in hits}
     if query and has_terms(query):
-        hits = index.lexical_search(
-            index.MEMORY_TEXT, agent_id=agent_id, query=query, k=LONG_TERM_CANDIDATES
-        )
+        hits = memories_like(agent_id=agent_id, text=query, k=LONG_TERM_CANDIDATES)
         best = max((hit.score for hit in hits), default=0) or 1
         return "lexical", {hit.id: hit.score / best for hit in hits}
     return "access_count", {}

@@ -318,6 +318,33 @@ class RankedMemories(Sequence[LongTermMemory]):
         return [rows[pk] for pk in ids if pk in rows]
 
 
+def memories_like(
+    *,
+    agent_id: str,
+    text: str | None = None,
+    vector: Sequence[float] | None = None,
+    k: int,
+    memory_type: str | None = None,
+) -> list[index.Hit]:
+    """The agent's k memories most like a text, best first: by its `vector` (the score is the
+    cosine similarity) or by its `text` (BM25; none when it has no term to look up), one of
+    the two. Archived memories are in the lexical index, not in the vector index (their
+    vectors are dropped): callers keep the memories they want through the ORM.
+
+    `memory_type` narrows a vector search; the lexical index cannot filter on it (ValueError).
+    """
+    filters = [] if memory_type is None else [index.Filter("memory_type", "=", memory_type)]
+    if vector is not None and text is None:
+        return index.knn(
+            index.MEMORY_VECTORS, agent_id=agent_id, embedding=vector, k=k, filters=filters
+        )
+    if text is not None and vector is None:
+        return index.lexical_search(
+            index.MEMORY_TEXT, agent_id=agent_id, query=text, k=k, filters=filters
+        )
+    raise ValueError("memories_like takes a text or a vector, one of the two")
+
+
 def memories_of(
     agent_id: str,
     *,
@@ -341,6 +368,6 @@ def memories_of(
         return memories.order_by("-created_at", "-id")
     # Every memory of the agent has one FTS row, archived ones included.
     indexed = LongTermMemory.objects.filter(agent_id=agent_id).count()
-    hits = index.lexical_search(index.MEMORY_TEXT, agent_id=agent_id, query=query, k=indexed)
+    hits = memories_like(agent_id=agent_id, text=query, k=indexed)
     selected = set(memories.values_list("pk", flat=True))
     return RankedMemories([hit.id for hit in hits if hit.id in selected])
