@@ -17,7 +17,7 @@ class MemoryConfig(AppConfig):
         from django.conf import settings
 
         from memory import auth, embeddings, index
-        from orca_memory.config import log_legacy_notice
+        from orca_memory.core.config import log_legacy_notice
 
         log_legacy_notice(settings.ORCA)  # old configuration keys: once per process
         try:

@@ -60,7 +60,7 @@ from tqdm import tqdm
 
 from memory import index
 from memory.models import MainMessage, VectorIndexState
-from orca_memory.config import postgres_settings
+from orca_memory.core.config import postgres_settings
 
 TARGET = "target"
 # Apps whose rows are not copied (see the module's docstring): the queue, sign-in sessions.

@@ -7,7 +7,7 @@
 - `none`: no embeddings; search is lexical.
 
 `auto` (the default) picks `openai` when `[embedding] base_url` names an endpoint, else
-local (a SiliconFlow key alone, the old way, already selects siliconflow: orca_memory.config
+local (a SiliconFlow key alone, the old way, already selects siliconflow: orca_memory.core.config
 resolves presets and old keys into `[embedding]`'s settings). A provider's `signature`
 (provider, model, dimension) is what the vector tables are built for; see memory.vectors.
 """
@@ -31,7 +31,7 @@ from memory import local_models
 from memory.local_models import Encoder
 from memory.remote import http_client, retrying
 from memory.text import mostly_cjk
-from orca_memory.config import Config
+from orca_memory.core.config import Config
 
 logger = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from django.conf import settings
 
 from memory import llm
-from orca_memory.files import id_file_name, open_private, path_inside, private_dir
+from orca_memory.core.files import id_file_name, open_private, path_inside, private_dir
 
 HEARTBEAT_SECONDS = 5.0
 # A worker whose heartbeat is older than this is gone (killed, or its machine stopped).

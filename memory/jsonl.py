@@ -12,7 +12,7 @@ backup, so the two cannot be one module without an import cycle).
 
 Export writes orca's shape, one file per session, which imports back into the same rows.
 Every line written (export, backup) names its session, so a file's name only has to be safe:
-orca_memory.files encodes ids into names.
+orca_memory.core.files encodes ids into names.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from django.utils.dateparse import parse_datetime
 
 from memory.models import MainMessage, MessageType, Role
 from memory.validation import InvalidInput, check_idempotency_key, check_identifier
-from orca_memory.files import id_file_name, open_private, path_inside, private_dir
+from orca_memory.core.files import id_file_name, open_private, path_inside, private_dir
 
 
 class LineError(ValueError):

@@ -1,6 +1,6 @@
 """The chat model behind summaries and extraction: any OpenAI-compatible server.
 
-`[llm]` configures it (orca_memory.config: a provider preset such as ollama or siliconflow, or
+`[llm]` configures it (orca_memory.core.config: a provider preset such as ollama or siliconflow, or
 a base_url and model of your own). Without one, or when it fails, the offline summarizer
 (memory.summaries) and the rule-based extractor (memory.extraction) take over, so the three
 memory layers fill on the default setup too.

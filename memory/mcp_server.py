@@ -83,7 +83,7 @@ from memory.validation import (
     check_idempotency_key,
     check_stored_identifier,
 )
-from orca_memory.errors import Loc, errors_detail, field_errors, jsonrpc_error
+from orca_memory.core.errors import Loc, errors_detail, field_errors, jsonrpc_error
 
 logger = logging.getLogger(__name__)
 

@@ -65,7 +65,7 @@ from memory.models import (
 )
 from memory.text import highlight_terms, snippet
 from memory.validation import InvalidInput
-from orca_memory.pages import needs, object_or_404, render_page
+from orca_memory.core.pages import needs, object_or_404, render_page
 
 # The Django model permissions each page needs (the admin checks the same ones). A signed-in
 # user without them gets 403; the migration 0008 makes the groups "orca viewers" (every view_*

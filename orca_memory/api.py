@@ -1,7 +1,7 @@
 """The NinjaAPI at /api/v1/: auth, the one error shape, and each app's router.
 
 Every error answers `{"detail": "...", "errors": [{"loc": [...], "msg": "..."}]}`
-(orca_memory.errors). OpenAPI docs at /api/v1/docs.
+(orca_memory.core.errors). OpenAPI docs at /api/v1/docs.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from memory.validation import (
     InvalidInput,
     InvalidItems,
 )
-from orca_memory.errors import Loc, error_body, errors_detail, field_errors
+from orca_memory.core.errors import Loc, error_body, errors_detail, field_errors
 from subagents.api import router as subagents_router
 
 logger = logging.getLogger(__name__)

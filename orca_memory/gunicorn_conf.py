@@ -56,7 +56,7 @@ logger_class = PathOnlyAccessLogger
 def on_starting(server: Any) -> None:
     """In the master, before any worker: the provider `auto` stands for now, for all of them."""
     from memory.embeddings import resolve_provider
-    from orca_memory.config import ConfigError, load_config
+    from orca_memory.core.config import ConfigError, load_config
 
     try:
         provider = resolve_provider(load_config())

@@ -26,8 +26,8 @@ from django.urls import Resolver404, resolve
 from django.utils import translation
 from django.utils.translation import gettext as _
 
-from orca_memory.errors import JSON_CONTENT_TYPE, error_body, errors_detail
-from orca_memory.pages import bad_request
+from orca_memory.core.errors import JSON_CONTENT_TYPE, error_body, errors_detail
+from orca_memory.core.pages import bad_request
 
 RAW_PATH_KEY = "orca.raw_path"
 API_PREFIX = "/api/"

@@ -1,4 +1,5 @@
-"""Django settings. Product configuration comes from `orca_memory.config` (config.toml + env)."""
+"""Django settings. Product configuration comes from `orca_memory.core.config` (config.toml and
+the environment)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
-from orca_memory.config import ConfigError, load_config, postgres_settings
-from orca_memory.files import PRIVATE_DIR_MODE, make_private, private_dir, shared_secret
+from orca_memory.core.config import ConfigError, load_config, postgres_settings
+from orca_memory.core.files import PRIVATE_DIR_MODE, make_private, private_dir, shared_secret
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -60,13 +61,13 @@ INSTALLED_APPS = [
 ]
 
 # A form without a valid token: the site's page saying what to do (templates/403_csrf.html).
-CSRF_FAILURE_VIEW = "orca_memory.pages.csrf_failure"
+CSRF_FAILURE_VIEW = "orca_memory.core.pages.csrf_failure"
 
 MIDDLEWARE = [
     # First, so that every error under /api/ leaves in the API's JSON shape.
-    "orca_memory.errors.ApiErrorsAsJson",
+    "orca_memory.core.errors.ApiErrorsAsJson",
     # As first, for /mcp: its errors leave as JSON-RPC errors.
-    "orca_memory.errors.McpErrorsAsJsonRpc",
+    "orca_memory.core.errors.McpErrorsAsJsonRpc",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -116,7 +117,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "django.template.context_processors.i18n",
-                "orca_memory.pages.navigation",
+                "orca_memory.core.pages.navigation",
                 "memory.views.embedding_configured",
             ],
         },
@@ -133,7 +134,7 @@ SQLITE_INIT_COMMAND = (
     f"PRAGMA mmap_size = {1 << 30}"
 )
 SQLITE_DATABASE = {
-    "ENGINE": "orca_memory.db",
+    "ENGINE": "orca_memory.core.db",
     "NAME": ORCA.db_path,
     # Writers take the lock when the transaction begins, so two writers never deadlock
     # upgrading a read lock; the busy timeout makes them queue.

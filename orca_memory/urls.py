@@ -7,8 +7,8 @@ from django.urls import include, path, re_path
 from django.utils.translation import gettext_lazy
 from django.views.decorators.csrf import csrf_exempt
 
-from orca_memory import pages
 from orca_memory.api import api, not_found
+from orca_memory.core import pages
 
 admin.site.site_header = admin.site.site_title = gettext_lazy("orca-memory admin")
 admin.site.index_title = gettext_lazy("Messages, memories and accounts")

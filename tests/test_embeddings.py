@@ -15,7 +15,7 @@ import pytest
 from memory import embeddings, vectors
 from memory.context import context_build
 from memory.embeddings import EmbeddingError, HttpEmbedder, InputRejected, LocalEmbedder
-from orca_memory.config import load_config
+from orca_memory.core.config import load_config
 
 KEY = "sk-test-secret-key"
 

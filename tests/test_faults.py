@@ -16,7 +16,7 @@ from memory import embeddings, index, vectors
 from memory.embeddings import EmbeddingError, HttpEmbedder
 from memory.health import service_health
 from memory.models import MainMessage
-from orca_memory.db.base import Driver
+from orca_memory.core.db.base import Driver
 from tests.factories import add_message
 from tests.helpers import (
     ROOT,

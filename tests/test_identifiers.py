@@ -23,7 +23,7 @@ from django.test import RequestFactory
 from memory import jsonl
 from memory.models import ApiKey, LongTermMemory, MainMessage, ShortTermMemory
 from memory.validation import InvalidInput, check_identifier
-from orca_memory.files import MAX_NAME_BYTES, id_file_name, path_inside
+from orca_memory.core.files import MAX_NAME_BYTES, id_file_name, path_inside
 from subagents.models import SubagentMessage
 
 pytestmark = pytest.mark.django_db

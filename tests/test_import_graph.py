@@ -225,8 +225,9 @@ def _in_package(module: str, package: str) -> bool:
 
 
 def test_it_keeps_the_memory_app_and_the_project_core_free_of_the_other_apps():
-    # `subagents` and `bench` build on `memory`, never the other way; the project core
-    # (settings, config, db/) imports no app at all.
+    # `subagents` and `bench` build on `memory`, never the other way; the project's modules
+    # other than its wiring (the base `orca_memory.core`, settings and what they name)
+    # import no app at all.
     graph = import_graph()
     core = [m for m in graph if _in_package(m, "orca_memory") and not _is_entry_point(m)]
     above_memory = ("subagents", "bench")
@@ -240,6 +241,45 @@ def test_it_keeps_the_memory_app_and_the_project_core_free_of_the_other_apps():
     )
 
     assert not wrong, "\n".join(wrong)
+
+
+# `orca_memory` holds both the base the apps build on and the wiring that composes them.
+APPS = ("memory", "subagents", "bench")
+PROJECT = "orca_memory"
+BASE = "orca_memory.core"
+
+
+def upward_imports(graph: Graph, *, apps: tuple[str, ...], project: str, base: str) -> list[str]:
+    """The imports that run back up: an app importing the project other than its base, and
+    the base importing anything outside itself (an app, or the wiring). The bare package is
+    allowed to both (`from orca_memory import core`): its `__init__` must import nothing."""
+    apps_modules = [m for m in graph if any(_in_package(m, app) for app in apps)]
+    base_modules = [m for m in graph if _in_package(m, base)]
+    wrong = [
+        f"{module} -> {target}"
+        for module in apps_modules
+        for target in graph[module]
+        if _in_package(target, project) and not _in_package(target, base) and target != project
+    ]
+    wrong += [
+        f"{module} -> {target}"
+        for module in base_modules
+        for target in graph[module]
+        if not _in_package(target, base) and target != project
+    ]
+    wrong += [f"{project} -> {target}" for target in graph.get(project, ())]
+    return sorted(wrong)
+
+
+def test_it_lets_the_apps_import_only_the_projects_base_and_the_base_nothing_above_it():
+    # The apps import `orca_memory.core` (config, files, errors, pages, db/), never the
+    # wiring (settings, api, urls, wsgi, gunicorn_conf, ...), which imports them; the base
+    # imports neither: no import runs back up the layering.
+    graph = import_graph()
+
+    assert {f"{BASE}.config", f"{BASE}.files", f"{BASE}.errors", f"{BASE}.pages"} <= set(graph)
+    assert f"{BASE}.files" in graph["memory.jsonl"]  # the apps do use the base
+    assert upward_imports(graph, apps=APPS, project=PROJECT, base=BASE) == []
 
 
 # Migrations run against the schema of their time: they may import the models (for a choice
@@ -292,6 +332,33 @@ def test_it_names_a_cycle_hidden_in_a_function(tmp_path):
     found = cycles(import_graph(tmp_path, ("app",)))
 
     assert found == [["app.a", "app.b", "app.c", "app.a"]]
+
+
+def test_it_names_the_imports_that_run_back_up_from_the_base_or_an_app(tmp_path):
+    _write(
+        tmp_path,
+        {
+            "top/__init__.py": "from top import api\n",
+            "top/api.py": "from app import views\n",
+            "top/settings.py": "from top.base import config\n",
+            "top/base/__init__.py": "",
+            "top/base/config.py": "",
+            "top/base/pages.py": "from top import settings\nfrom app import models\n",
+            "app/__init__.py": "",
+            "app/models.py": "from top import base\nfrom top.base.config import x\n",
+            "app/views.py": "from top.api import router\n",
+        },
+    )
+
+    graph = import_graph(tmp_path, ("top", "app"))
+
+    assert upward_imports(graph, apps=("app",), project="top", base="top.base") == [
+        "app.views -> top.api",
+        "top -> top.api",
+        "top.base.pages -> app",
+        "top.base.pages -> app.models",
+        "top.base.pages -> top.settings",
+    ]
 
 
 def test_it_resolves_relative_imports_and_ignores_names_that_are_not_modules(tmp_path):

@@ -16,7 +16,7 @@ from django.core.management import CommandError, call_command
 from memory import jsonl, jsonl_import
 from memory.messages import message_add
 from memory.models import MainMessage
-from orca_memory.files import UnsafePath
+from orca_memory.core.files import UnsafePath
 from tests.helpers import ROOT, last_line, manage, service_env
 
 pytestmark = pytest.mark.django_db

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from orca_memory.files import id_file_name, make_private, private_dir, shared_secret
+from orca_memory.core.files import id_file_name, make_private, private_dir, shared_secret
 from tests import helpers
 from tests.helpers import last_line
 

@@ -1,5 +1,5 @@
 """SQLite's query plans where a wrong one reads every row of an agent: planner statistics
-gathered by each new connection (orca_memory.db.base), and the partial index of the memories
+gathered by each new connection (orca_memory.core.db.base), and the partial index of the memories
 waiting for their vector."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from contextlib import closing
 
 import pytest
 
-from orca_memory.db.base import Driver, _gather_statistics
+from orca_memory.core.db.base import Driver, _gather_statistics
 from tests.helpers import last_line, manage
 
 pytestmark = pytest.mark.sqlite_only

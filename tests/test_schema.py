@@ -7,7 +7,7 @@ from django.db import DataError, IntegrityError, connection, transaction
 
 from memory import index
 from memory.models import LongTermMemory, MainMessage, ShortTermMemory
-from orca_memory.db.base import Driver
+from orca_memory.core.db.base import Driver
 from subagents.models import SubagentMessage
 from tests.helpers import manage
 

@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from memory import views
 from memory.models import LongTermMemory
-from orca_memory import pages
+from orca_memory.core import pages
 
 HTMX = {"HX-Request": "true"}
 

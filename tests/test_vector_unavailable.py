@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import sqlite_vec
 
-from orca_memory.db.base import Driver, load_sqlite_vec
+from orca_memory.core.db.base import Driver, load_sqlite_vec
 from tests.helpers import ROOT, last_line, manage
 
 NO_SQLITE_VEC = ROOT / "tests" / "fixtures" / "no_sqlite_vec"

@@ -7,7 +7,7 @@ drops whatever FTS tables and triggers a database has and creates today's, whate
 created it; on a current database it produces the same tables, rows and triggers again.
 
 Only derived data is rebuilt: each FTS table is refilled from its source table with the
-functions its triggers call (registered on every connection by orca_memory.db), and a
+functions its triggers call (registered on every connection by orca_memory.core.db), and a
 message's `ctx` with the trigger's own subquery over the two messages before it in its
 session.
 

@@ -26,7 +26,7 @@ from bench import knn_postgres
 from bench.measure import median_and_range, percentile
 from bench.vectors import DISTRIBUTIONS, unit_vectors
 from memory import index, index_numpy, index_sqlite
-from orca_memory.db.base import Driver, load_sqlite_vec
+from orca_memory.core.db.base import Driver, load_sqlite_vec
 
 K = 10
 SESSIONS_PER_AGENT = 20

@@ -8,8 +8,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
-from orca_memory.db.base import Driver
-from orca_memory.files import create_private_file, private_dir
+from orca_memory.core.db.base import Driver
+from orca_memory.core.files import create_private_file, private_dir
 
 
 def backup_database(target: Path) -> str:

@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from memory.jsonl import export_sessions
 from memory.validation import InvalidInput, check_stored_identifier
-from orca_memory.files import UnsafePath
+from orca_memory.core.files import UnsafePath
 
 
 class Command(BaseCommand):

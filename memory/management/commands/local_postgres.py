@@ -17,7 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from orca_memory.files import private_dir
+from orca_memory.core.files import private_dir
 
 DATABASE = "orca"
 # How long `--stop` waits for the server to shut down (its clients are disconnected).

@@ -1,10 +1,11 @@
 """Django's SQLite backend, plus sqlite-vec on every connection.
 
-Selected with `ENGINE = "orca_memory.db"`. Like Django's SpatiaLite backend it loads an extension
-in `get_new_connection()`. Many Python builds (this project's pyenv ones among them) compile the
-standard library's sqlite3 without extension loading; then the `pysqlite3` driver (package
-`pysqlite3-binary`) is used instead. When neither can load sqlite-vec, the service still runs:
-`connection.vector_extension` says vectors are off and why, and the reason is logged once.
+Selected with `ENGINE = "orca_memory.core.db"`. Like Django's SpatiaLite backend it loads an
+extension in `get_new_connection()`. Many Python builds (this project's pyenv ones among them)
+compile the standard library's sqlite3 without extension loading; then the `pysqlite3` driver
+(package `pysqlite3-binary`) is used instead. When neither can load sqlite-vec, the service
+still runs: `connection.vector_extension` says vectors are off and why, and the reason is
+logged once.
 The pragmas are the database's `OPTIONS` (settings.SQLITE_INIT_COMMAND); the SQL functions the
 lexical index's triggers call are registered by memory.index on `connection_created`.
 """
@@ -26,7 +27,7 @@ from django.db.backends.sqlite3 import base as sqlite_base
 from django.db.backends.sqlite3._functions import register as register_django_functions
 from django.utils.dateparse import parse_date, parse_datetime, parse_time
 
-from orca_memory.files import create_private_file, make_private
+from orca_memory.core.files import create_private_file, make_private
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,1 @@
+"""The SQLite database backend of orca-memory (`ENGINE = "orca_memory.core.db"`), see `base.py`."""
