@@ -27,6 +27,7 @@ from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from memory import index, outage
+from memory.dates import minute_label
 from memory.embeddings import Embedder, Thresholds
 from memory.index import Filter
 from memory.index_schema import query_terms
@@ -473,9 +474,9 @@ def _fit(layers: dict[str, Layer], budget: int) -> list[str]:
 
 def recalled_line(message: MainMessage) -> str:
     """How a recalled message reads in the prompt: "- [8 May 2023 13:56] Caroline: text"."""
-    when = message.timestamp
     text, _ = truncate_to_tokens(message.content, RECALL_MESSAGE_TOKENS)
-    return f"- [{when.day} {when:%B %Y %H:%M}] {speaker(message.role, message.metadata)}: {text}"
+    when = minute_label(message.timestamp)
+    return f"- [{when}] {speaker(message.role, message.metadata)}: {text}"
 
 
 def _session_header(session_id: str) -> str:

@@ -21,6 +21,8 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
+from memory.dates import day_label
+
 # Han (with extension A, compatibility ideographs and the supplementary planes), kana and Hangul.
 CJK_RUN = re.compile(
     "[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f]+"
@@ -103,7 +105,7 @@ def message_label(
 ) -> str:
     """'8 May 2023 Caroline: ' - indexed with a message, as questions name dates and people."""
     when = _date(timestamp)
-    day = f"{when.day} {when:%B %Y} " if when else ""
+    day = f"{day_label(when)} " if when else ""
     return f"{day}{speaker(role, metadata)}: "
 
 
