@@ -61,8 +61,6 @@ RECALL_MIN_ROOM = 20
 # bench_context's store (window 8192) takes about 22 of its 100 hits, and reading the turns
 # around all of them cost more than the rest of the filling.
 RECALL_CHUNK = 25
-# Two texts "say the same" above this bigram similarity (the consolidation's dedup rule).
-DUPLICATE_SIMILARITY = 0.8
 
 LONG_TERM_HEADER = "Long-term memory (from earlier sessions):"
 SHORT_TERM_HEADER = "Earlier in this session:"
@@ -938,11 +936,7 @@ def _drop_restated_memories(long_term: Layer, messages: list[Item]) -> int:
     for item in long_term.items:
         text = folded(item.content)
         same = next(
-            (
-                m
-                for m, content in texts
-                if folded_say_the_same(text, content, threshold=DUPLICATE_SIMILARITY)
-            ),
+            (m for m, content in texts if folded_say_the_same(text, content)),
             None,
         )
         if same is None:

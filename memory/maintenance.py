@@ -3,7 +3,7 @@
 - After each assistant reply, a one-sentence summary of the turn goes to short-term memory;
   each session keeps its newest 10.
 - At session end or every 20 turns, the session is consolidated into typed long-term
-  memories; one close to an existing memory of the agent (> 0.8 similar) updates it instead
+  memories; one that repeats an existing memory of the agent (`_duplicate_of`) updates it instead
   of duplicating it, keeping the text when a person curated it. An agent is consolidated at
   most once every 30 seconds: a request inside that window is deferred to its end, never
   dropped. Each run covers what the session said since its last run.
@@ -47,7 +47,7 @@ from memory.models import (
     ShortTermMemory,
     Summarizer,
 )
-from memory.text import text_similarity
+from memory.text import DUPLICATE_TEXT_SIMILARITY, text_similarity
 from memory.vectors import delete_with_vectors, drop_vectors
 
 logger = logging.getLogger(__name__)
@@ -68,9 +68,6 @@ STALE_REASON = "its worker stopped during the run"
 REQUEUED_REASON = "its worker stopped during the run: queued again"
 GIVEN_UP_REASON = "its worker stopped during the run, too often: not run again"
 JOINED_REASON = "its worker stopped during the run: the session's waiting run covers it"
-# Two texts say the same above this bigram similarity (memory.text); vectors use their
-# model's own threshold (Thresholds.duplicate).
-DUPLICATE_TEXT_SIMILARITY = 0.8
 # Dedup compares an extracted item with this many of the agent's memories from each index
 # (nearest vectors, best lexical matches), never with all of them.
 DEDUP_CANDIDATES = 20
@@ -260,8 +257,8 @@ def _duplicate_of(
     agent_id: str, item: Extracted, vector: Vector | None, duplicate: float, fresh: dict[int, Fresh]
 ) -> LongTermMemory | None:
     """The agent's active memory of the item's type that the item repeats (its vector more
-    similar than `duplicate`, or its text more than 0.8), if any, from a short list of
-    candidates found through the index.
+    similar than `duplicate`, or its text than DUPLICATE_TEXT_SIMILARITY), if any, from a
+    short list of candidates found through the index.
 
     With vectors, the nearest memories by cosine similarity; always, the best lexical
     matches by text similarity, which also finds memories not embedded yet (KNN cannot see

@@ -29,6 +29,10 @@ CJK_RUN = re.compile(
 )
 # A text is mostly CJK when this share of its letters are CJK characters.
 CJK_SHARE = 0.3
+# Two texts say the same above this bigram similarity (`text_similarity`): the consolidation's
+# dedup of memories, the context's memories a message already says, the evaluation's duplicates.
+# Vectors use their model's own threshold (embeddings.Thresholds.duplicate).
+DUPLICATE_TEXT_SIMILARITY = 0.8
 
 
 def mostly_cjk(text: str) -> bool:
@@ -138,12 +142,12 @@ def text_similarity(a: str, b: str) -> float:
     return _dice(folded(a), folded(b))
 
 
-def says_the_same(a: str, b: str, *, threshold: float = 0.8) -> bool:
+def says_the_same(a: str, b: str, *, threshold: float = DUPLICATE_TEXT_SIMILARITY) -> bool:
     """Whether one text contains the other, or they are more than `threshold` similar."""
     return folded_say_the_same(folded(a), folded(b), threshold=threshold)
 
 
-def folded_say_the_same(a: str, b: str, *, threshold: float = 0.8) -> bool:
+def folded_say_the_same(a: str, b: str, *, threshold: float = DUPLICATE_TEXT_SIMILARITY) -> bool:
     """`says_the_same` for texts already folded (a caller comparing many pairs folds once).
 
     Texts whose lengths differ too much cannot pass the threshold (Dice is at most
