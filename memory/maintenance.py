@@ -35,6 +35,8 @@ from memory.extraction import MEMORY_CHARS, Extracted, offline_extract
 from memory.extraction import sentences as _sentences
 from memory.llm import ChatClient, LLMError, configured_chat
 from memory.models import (
+    CLEANUP,
+    CONSOLIDATION,
     RUN_NOTE,
     WAITING,
     ConsolidationRun,
@@ -215,7 +217,7 @@ def _merge(run: ConsolidationRun, memory: LongTermMemory, item: Extracted) -> No
     if not memory.curated:
         memories.memory_update(
             memory,
-            actor="consolidation",
+            actor=CONSOLIDATION,
             action=MemoryAction.MERGE,
             note=note,
             content=item.content,
@@ -225,7 +227,7 @@ def _merge(run: ConsolidationRun, memory: LongTermMemory, item: Extracted) -> No
     if item.content != memory.content:
         note |= {"proposed_content": item.content, "content_kept": "curated"}
     memories.memory_update(
-        memory, actor="consolidation", action=MemoryAction.MERGE, note=note, **confirmed
+        memory, actor=CONSOLIDATION, action=MemoryAction.MERGE, note=note, **confirmed
     )
 
 
@@ -313,7 +315,7 @@ def _store(
         content=item.content,
         memory_type=item.memory_type,
         source_session=run.session_id,
-        actor="consolidation",
+        actor=CONSOLIDATION,
         note={RUN_NOTE: run.pk},
     )
     if vector is not None:
@@ -642,5 +644,5 @@ def cleanup(agent_id: str, *, cap: int | None = None) -> int:
     victims = list(active.order_by("access_count", "confidence", "created_at", "id")[:excess])
     with transaction.atomic():
         for memory in victims:
-            memories.memory_archive(memory, actor="cleanup", now=now, changes={"cap": cap})
+            memories.memory_archive(memory, actor=CLEANUP, now=now, changes={"cap": cap})
     return len(victims)

@@ -327,7 +327,11 @@ class MemoryAction(models.TextChoices):
     REVERT = "revert"  # back to an earlier version (`changes["reverted_to"]`)
 
 
+# The service's own actors of history rows (every other actor is a person: `api`,
+# `admin:<user>`, `ui:<user>`). Migration 0007's backfill names them in its SQL.
 CONSOLIDATION = "consolidation"  # the actor of what consolidation writes
+CLEANUP = "cleanup"  # the actor of what cleanup archives beyond `long_term_cap`
+AUTOMATIC_ACTORS = frozenset({CONSOLIDATION, CLEANUP})
 # The key of a history row's `changes` naming the consolidation run that created or merged
 # the memory (the session page lists each run's memories by it).
 RUN_NOTE = "consolidation_run"
