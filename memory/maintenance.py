@@ -48,6 +48,7 @@ from memory.models import (
     RunStatus,
     ShortTermMemory,
     Summarizer,
+    Trigger,
 )
 from memory.text import DUPLICATE_TEXT_SIMILARITY, text_similarity
 from memory.vectors import delete_with_vectors, drop_vectors
@@ -379,7 +380,7 @@ def _window_end(
 def _join(run: ConsolidationRun, *, trigger: str, up_to: int | None) -> None:
     """A request for a session that already waits: a session end makes the run take
     everything there is when it starts; a turn request moves its end to the newer reply."""
-    if trigger == "session_end":
+    if trigger == Trigger.SESSION_END:
         run.trigger, run.last_message_id = trigger, None
     elif run.last_message_id is not None and up_to is not None:
         run.last_message_id = max(run.last_message_id, up_to)
@@ -441,7 +442,7 @@ def consolidate_after_turn(reply: MainMessage) -> ConsolidationRun | None:
     if turns < TURNS_PER_CONSOLIDATION:
         return None
     return request_consolidation(
-        agent_id=reply.agent_id, session_id=reply.session_id, trigger="turns", up_to=reply.pk
+        agent_id=reply.agent_id, session_id=reply.session_id, trigger=Trigger.TURNS, up_to=reply.pk
     )
 
 
@@ -478,7 +479,7 @@ def recover_run(run_id: int, *, requeued: bool) -> None:
         return
     run.status, run.reason = RunStatus.QUEUED, REQUEUED_REASON
     run.started_at, run.extractor, run.last_summary_id = None, "", None  # set when it starts
-    if run.trigger == "session_end":
+    if run.trigger == Trigger.SESSION_END:
         run.last_message_id = None  # as a waiting end of session: all there is when it starts
     run.save()
 
@@ -611,7 +612,7 @@ def run_consolidation(run_id: int) -> ConsolidationRun | None:
 
 
 def consolidate_session(
-    *, agent_id: str, session_id: str, trigger: str = "session_end"
+    *, agent_id: str, session_id: str, trigger: str = Trigger.SESSION_END
 ) -> ConsolidationRun:
     """Request the session's consolidation and run it here rather than in the worker, unless
     the agent's window defers it (commands, tests); returns the run as it stands."""

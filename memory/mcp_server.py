@@ -73,7 +73,7 @@ from memory.jsonl import BackupFailed
 from memory.maintenance import request_consolidation
 from memory.memories import memories_of, memory_create, memory_expire, memory_update
 from memory.messages import message_keep
-from memory.models import MemoryType, MessageType, Role
+from memory.models import MemoryType, MessageType, Role, Trigger
 from memory.schemas import MessageOut
 from memory.search import MAX_K
 from memory.search import search as search_messages
@@ -440,7 +440,7 @@ def end_session(session_id: SessionId) -> dict[str, Any]:
     agent = current_agent.get()
     check_stored_identifier("session_id", session_id)
     session_or_404(agent, session_id)
-    run = request_consolidation(agent_id=agent, session_id=session_id, trigger="session_end")
+    run = request_consolidation(agent_id=agent, session_id=session_id, trigger=Trigger.SESSION_END)
     ended = {"session_id": session_id, "consolidation": run.status, "run_after": run.run_after}
     return SessionEndOut.model_validate(ended).model_dump(mode="json")
 

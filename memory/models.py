@@ -445,6 +445,13 @@ class RunStatus(models.TextChoices):
 WAITING = (RunStatus.QUEUED, RunStatus.DEFERRED)
 
 
+class Trigger(models.TextChoices):
+    """What asked for a consolidation run."""
+
+    SESSION_END = "session_end", _("at the session's end")  # POST /sessions/{id}/end, MCP
+    TURNS = "turns", _("after 20 turns")  # maintenance.TURNS_PER_CONSOLIDATION replies
+
+
 class ConsolidationRun(models.Model):
     """One consolidation of a session into long-term memories, from its request to its end.
 
@@ -456,7 +463,7 @@ class ConsolidationRun(models.Model):
 
     agent_id = models.TextField(validators=[IdentifierValidator("agent_id")])
     session_id = models.TextField(validators=[IdentifierValidator("session_id")])
-    trigger = models.TextField(help_text="session_end or turns")
+    trigger = models.TextField(choices=Trigger.choices)
     status = models.TextField(choices=RunStatus.choices, db_default=RunStatus.QUEUED)
     requested_at = models.DateTimeField(db_default=Now())
     run_after = models.DateTimeField(

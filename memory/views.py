@@ -62,6 +62,7 @@ from memory.models import (
     Role,
     RunStatus,
     ShortTermMemory,
+    Trigger,
 )
 from memory.text import highlight_terms, snippet
 from memory.validation import InvalidInput
@@ -162,7 +163,7 @@ def _session_rows(sessions: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         "agent_id", "session_id", "trigger", "status"
     )
     for agent_id, session_id, trigger, status in runs.distinct():
-        if trigger == "session_end":  # POST /sessions/{id}/end
+        if trigger == Trigger.SESSION_END:
             ended.add((agent_id, session_id))
         if status == RunStatus.DONE:
             consolidated.add((agent_id, session_id))
