@@ -78,10 +78,12 @@ from memory.schemas import MessageOut
 from memory.search import MAX_K
 from memory.search import search as search_messages
 from memory.validation import (
+    MAX_ID,
     Conflict,
     InvalidInput,
     check_idempotency_key,
     check_stored_identifier,
+    row_id,
 )
 from orca_memory.errors import Loc, errors_detail, field_errors, jsonrpc_error
 
@@ -201,8 +203,6 @@ SessionId = Annotated[
         "characters); a session starts with its first message"
     ),
 ]
-# The largest id a database keeps (a signed 64-bit integer).
-MAX_ID = 2**63 - 1
 MemoryId = Annotated[int, Field(ge=1, le=MAX_ID, description="the memory's id")]
 Moment = Annotated[
     str | None,
@@ -477,9 +477,10 @@ def session_transcript(session_id: str) -> dict[str, Any]:
 )
 @functools.partial(_django, refused=ResourceError, missing=ResourceNotFoundError)
 def memory(memory_id: str) -> dict[str, Any]:
-    if not memory_id.isascii() or not memory_id.isdigit() or int(memory_id) > MAX_ID:
+    found = row_id(memory_id)
+    if found is None:
         raise Http404(memory_id)
-    return _memory_out(memory_or_404(current_agent.get(), int(memory_id)))
+    return _memory_out(memory_or_404(current_agent.get(), found))
 
 
 # --- what the SDK's transports would not answer -------------------------------------------
