@@ -220,7 +220,7 @@ REVERTIBLE_FIELDS = EDITABLE_FIELDS
 
 def _undo(state: dict[str, Any], change: LongTermMemoryHistory) -> bool:
     """Take `change` back out of `state` (the fields after it); False when the row did not
-    record an old value it changed (rows written before 0014 kept only the new ones)."""
+    record an old value it changed (rows written before migration 0016 kept only the new ones)."""
     if change.action in (MemoryAction.CREATE, MemoryAction.DELETE):
         return False
     if change.old_content is not None:

@@ -286,7 +286,8 @@ class LongTermMemory(models.Model):
         indexes = [
             models.Index(fields=["agent_id", "memory_type", "-confidence"], name="idx_ltm_type"),
             # The few waiting for their vector: the context names them on every call, and
-            # without it that read every memory of the agent (2 ms at 10,000).
+            # without it that read every memory of the agent (docs/BENCHMARKS.md, "Planner
+            # statistics and the unembedded memories").
             models.Index(
                 fields=["agent_id"],
                 condition=models.Q(has_embedding=False),
@@ -385,7 +386,7 @@ class LongTermMemoryHistory(models.Model):
     new_content = models.TextField(null=True, blank=True)
     changes = models.JSONField(null=True, blank=True)
     # The changed fields' values before (`changes` holds them after); on a delete, every
-    # editable field, so the page of a deleted memory can say what it was. Null before 0014.
+    # editable field, so the page of a deleted memory can say what it was. Null before 0016.
     old_values = models.JSONField(null=True, blank=True)
     at = models.DateTimeField(db_default=Now())
 

@@ -379,7 +379,7 @@ def query_embedding(query: str, embedder: Embedder | None = None) -> QueryEmbedd
 @lru_cache(maxsize=1024)
 def query_vector(embedder: Embedder, text: str) -> tuple[float, ...]:
     """A search query's embedding, cached: agents repeat queries, providers charge per call."""
-    # A query never loads the model (~15 s, past gunicorn's timeout): until the background
+    # A query never loads the model (a request must not wait for it): until the background
     # load ends, search and context degrade to lexical.
     not_loaded = _model_not_loaded(embedder)
     if not_loaded:

@@ -69,7 +69,7 @@ from memory.validation import InvalidInput, row_id
 from orca_memory.pages import needs, object_or_404, render_page
 
 # The Django model permissions each page needs (the admin checks the same ones). A signed-in
-# user without them gets 403; the migration 0008 makes the groups "orca viewers" (every view_*
+# user without them gets 403; migration 0010 makes the groups "orca viewers" (every view_*
 # permission here) and "orca curators" (those plus change and delete of long-term memories).
 VIEW_SESSIONS = ("memory.view_mainmessage", "memory.view_shorttermmemory")
 VIEW_MEMORIES = ("memory.view_longtermmemory",)
