@@ -57,9 +57,10 @@ RECALL_CANDIDATES = MAX_K
 # whole recall budget.
 RECALL_MESSAGE_TOKENS = 300
 RECALL_MIN_ROOM = 20
-# Recall hits whose neighbours are read together, as the filling reaches them: a context of
-# bench_context's store (window 8192) takes about 22 of its 100 hits, and reading the turns
-# around all of them cost more than the rest of the filling.
+# Recall hits whose neighbours are read together, as the filling reaches them: a context
+# takes a fraction of its hits, and reading the turns around all of them cost more than the
+# rest of the filling (docs/BENCHMARKS.md, "Recall reads its hits' neighbours as it reaches
+# them").
 RECALL_CHUNK = 25
 
 LONG_TERM_HEADER = "Long-term memory (from earlier sessions):"
