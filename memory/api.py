@@ -43,6 +43,7 @@ from memory.models import (
     MessageType,
     Role,
     ShortTermMemory,
+    Trigger,
 )
 from memory.schemas import MessageOut, Text, TextSchema
 from memory.search import MAX_K, search
@@ -561,7 +562,9 @@ def end_session(request: HttpRequest, session_id: str) -> Status[dict[str, Any]]
     of the agent's 30-second window, `run_after`. If the session already waits, the request
     joins that run. A run covers what came since the session's last one."""
     session_or_404(request.auth, session_id)
-    run = request_consolidation(agent_id=request.auth, session_id=session_id, trigger="session_end")
+    run = request_consolidation(
+        agent_id=request.auth, session_id=session_id, trigger=Trigger.SESSION_END
+    )
     return Status(
         202, {"session_id": session_id, "consolidation": run.status, "run_after": run.run_after}
     )

@@ -28,7 +28,8 @@ KEY_PREFIX = "orca_"
 # Recording every use would make each read a write; once a minute is enough to see activity.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 # A key found valid is trusted this many seconds before the database is asked again: the
-# lookup was a sixth of the CPU of storing a message (docs/BENCHMARKS.md). The price: a key
+# lookup was a good share of the CPU of storing a message (docs/BENCHMARKS.md, "Single writes:
+# turn summaries join a waiting task, keys trusted for a second"). The price: a key
 # revoked by another process (the other gunicorn worker, `manage.py revoke_api_key`) still
 # works there for up to this long; the revoking process forgets it at once.
 KEY_TRUST_SECONDS = 1.0

@@ -9,7 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from memory import memories
-from memory.models import LongTermMemory
+from memory.models import CLEANUP, LongTermMemory
 from memory.vectors import drop_vectors
 
 
@@ -33,5 +33,5 @@ def cleanup(agent_id: str, *, cap: int | None = None) -> int:
     victims = list(active.order_by("access_count", "confidence", "created_at", "id")[:excess])
     with transaction.atomic():
         for memory in victims:
-            memories.memory_archive(memory, actor="cleanup", now=now, changes={"cap": cap})
+            memories.memory_archive(memory, actor=CLEANUP, now=now, changes={"cap": cap})
     return len(victims)

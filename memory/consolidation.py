@@ -2,7 +2,7 @@
 long-term memories.
 
 At session end or every 20 turns, the session is consolidated; an extracted memory close to an
-existing memory of the agent (> 0.8 similar) updates it instead of duplicating it, keeping the
+existing memory of the agent (`_duplicate_of`) updates it instead of duplicating it, keeping the
 text when a person curated it. An agent is consolidated at most once every 30 seconds: a
 request inside that window is deferred to its end, never dropped. Each run covers what the
 session said since its last run, and ends with the agent's cleanup (memory.cleanup).
@@ -32,6 +32,7 @@ from memory.embeddings import EmbeddingError
 from memory.extraction import MEMORY_CHARS, Extracted, offline_extract
 from memory.llm import ChatClient, LLMError, configured_chat
 from memory.models import (
+    CONSOLIDATION,
     RUN_NOTE,
     WAITING,
     ConsolidationRun,
@@ -42,8 +43,9 @@ from memory.models import (
     Role,
     RunStatus,
     ShortTermMemory,
+    Trigger,
 )
-from memory.text import text_similarity
+from memory.text import DUPLICATE_TEXT_SIMILARITY, text_similarity
 
 logger = logging.getLogger(__name__)
 
@@ -62,9 +64,6 @@ STALE_REASON = "its worker stopped during the run"
 REQUEUED_REASON = "its worker stopped during the run: queued again"
 GIVEN_UP_REASON = "its worker stopped during the run, too often: not run again"
 JOINED_REASON = "its worker stopped during the run: the session's waiting run covers it"
-# Two texts say the same above this bigram similarity (memory.text); vectors use their
-# model's own threshold (Thresholds.duplicate).
-DUPLICATE_TEXT_SIMILARITY = 0.8
 # Dedup compares an extracted item with this many of the agent's memories from each index
 # (nearest vectors, best lexical matches), never with all of them.
 DEDUP_CANDIDATES = 20
@@ -140,7 +139,7 @@ def _merge(run: ConsolidationRun, memory: LongTermMemory, item: Extracted) -> No
     if not memory.curated:
         memories.memory_update(
             memory,
-            actor="consolidation",
+            actor=CONSOLIDATION,
             action=MemoryAction.MERGE,
             note=note,
             content=item.content,
@@ -150,7 +149,7 @@ def _merge(run: ConsolidationRun, memory: LongTermMemory, item: Extracted) -> No
     if item.content != memory.content:
         note |= {"proposed_content": item.content, "content_kept": "curated"}
     memories.memory_update(
-        memory, actor="consolidation", action=MemoryAction.MERGE, note=note, **confirmed
+        memory, actor=CONSOLIDATION, action=MemoryAction.MERGE, note=note, **confirmed
     )
 
 
@@ -182,8 +181,8 @@ def _duplicate_of(
     agent_id: str, item: Extracted, vector: Vector | None, duplicate: float, fresh: dict[int, Fresh]
 ) -> LongTermMemory | None:
     """The agent's active memory of the item's type that the item repeats (its vector more
-    similar than `duplicate`, or its text more than 0.8), if any, from a short list of
-    candidates found through the index.
+    similar than `duplicate`, or its text than DUPLICATE_TEXT_SIMILARITY), if any, from a
+    short list of candidates found through the index.
 
     With vectors, the nearest memories by cosine similarity; always, the best lexical
     matches by text similarity, which also finds memories not embedded yet (KNN cannot see
@@ -232,7 +231,7 @@ def _store(
         content=item.content,
         memory_type=item.memory_type,
         source_session=run.session_id,
-        actor="consolidation",
+        actor=CONSOLIDATION,
         note={RUN_NOTE: run.pk},
     )
     if vector is not None:
@@ -296,7 +295,7 @@ def _window_end(
 def _join(run: ConsolidationRun, *, trigger: str, up_to: int | None) -> None:
     """A request for a session that already waits: a session end makes the run take
     everything there is when it starts; a turn request moves its end to the newer reply."""
-    if trigger == "session_end":
+    if trigger == Trigger.SESSION_END:
         run.trigger, run.last_message_id = trigger, None
     elif run.last_message_id is not None and up_to is not None:
         run.last_message_id = max(run.last_message_id, up_to)
@@ -358,7 +357,7 @@ def consolidate_after_turn(reply: MainMessage) -> ConsolidationRun | None:
     if turns < TURNS_PER_CONSOLIDATION:
         return None
     return request_consolidation(
-        agent_id=reply.agent_id, session_id=reply.session_id, trigger="turns", up_to=reply.pk
+        agent_id=reply.agent_id, session_id=reply.session_id, trigger=Trigger.TURNS, up_to=reply.pk
     )
 
 
@@ -395,7 +394,7 @@ def recover_run(run_id: int, *, requeued: bool) -> None:
         return
     run.status, run.reason = RunStatus.QUEUED, REQUEUED_REASON
     run.started_at, run.extractor, run.last_summary_id = None, "", None  # set when it starts
-    if run.trigger == "session_end":
+    if run.trigger == Trigger.SESSION_END:
         run.last_message_id = None  # as a waiting end of session: all there is when it starts
     run.save()
 
@@ -528,7 +527,7 @@ def run_consolidation(run_id: int) -> ConsolidationRun | None:
 
 
 def consolidate_session(
-    *, agent_id: str, session_id: str, trigger: str = "session_end"
+    *, agent_id: str, session_id: str, trigger: str = Trigger.SESSION_END
 ) -> ConsolidationRun:
     """Request the session's consolidation and run it here rather than in the worker, unless
     the agent's window defers it (commands, tests); returns the run as it stands."""

@@ -27,6 +27,7 @@ from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from memory import index, outage
+from memory.dates import minute_label
 from memory.embeddings import Embedder, Thresholds
 from memory.index import Filter
 from memory.index_schema import query_terms
@@ -57,12 +58,11 @@ RECALL_CANDIDATES = MAX_K
 # whole recall budget.
 RECALL_MESSAGE_TOKENS = 300
 RECALL_MIN_ROOM = 20
-# Recall hits whose neighbours are read together, as the filling reaches them: a context of
-# bench_context's store (window 8192) takes about 22 of its 100 hits, and reading the turns
-# around all of them cost more than the rest of the filling.
+# Recall hits whose neighbours are read together, as the filling reaches them: a context
+# takes a fraction of its hits, and reading the turns around all of them cost more than the
+# rest of the filling (docs/BENCHMARKS.md, "Recall reads its hits' neighbours as it reaches
+# them").
 RECALL_CHUNK = 25
-# Two texts "say the same" above this bigram similarity (the consolidation's dedup rule).
-DUPLICATE_SIMILARITY = 0.8
 
 LONG_TERM_HEADER = "Long-term memory (from earlier sessions):"
 SHORT_TERM_HEADER = "Earlier in this session:"
@@ -470,9 +470,9 @@ def _fit(layers: dict[str, Layer], budget: int) -> list[str]:
 
 def recalled_line(message: MainMessage) -> str:
     """How a recalled message reads in the prompt: "- [8 May 2023 13:56] Caroline: text"."""
-    when = message.timestamp
     text, _ = truncate_to_tokens(message.content, RECALL_MESSAGE_TOKENS)
-    return f"- [{when.day} {when:%B %Y %H:%M}] {speaker(message.role, message.metadata)}: {text}"
+    when = minute_label(message.timestamp)
+    return f"- [{when}] {speaker(message.role, message.metadata)}: {text}"
 
 
 def _session_header(session_id: str) -> str:
@@ -934,11 +934,7 @@ def _drop_restated_memories(long_term: Layer, messages: list[Item]) -> int:
     for item in long_term.items:
         text = folded(item.content)
         same = next(
-            (
-                m
-                for m, content in texts
-                if folded_say_the_same(text, content, threshold=DUPLICATE_SIMILARITY)
-            ),
+            (m for m, content in texts if folded_say_the_same(text, content)),
             None,
         )
         if same is None:

@@ -1,9 +1,10 @@
 """The days a search query names, in Chinese or English, absolute or relative to `now`.
 
 A message is indexed with a label such as "2 May 2023 Caroline: " (memory.text.
-message_label), its date in English whatever the language of the message. A query that says
-"5月2号", "2023-05-02", "上周三" or "yesterday" shares no word with that label; `find_days`
-turns what it names into `Day`s, and `Day.phrase` into the label's words ("2 May 2023").
+message_label), its date in English whatever the language of the message (`day_label`). A
+query that says "5月2号", "2023-05-02", "上周三" or "yesterday" shares no word with that
+label; `find_days` turns what it names into `Day`s, and `Day.phrase` into the label's words
+("2 May 2023").
 
 What counts as a day, and why:
 - Absolute dates need a month and a day, with or without a year: "5月2号", "5月2日",
@@ -69,6 +70,20 @@ class Day:
         """The words of the day in a message label: "2 May 2023", or "2 May" without a year."""
         text = f"{self.day} {MONTHS[self.month - 1]}"
         return f"{text} {self.year}" if self.year is not None else text
+
+
+def day_label(when: date) -> str:
+    """ "8 May 2023": how a message's day is written wherever it is dated (its label in the
+    lexical index, its embedded text, the context's lines, a dated memory), and so the words
+    a query's day is matched as (`Day.phrase`). PostgreSQL's trigger writes the same in SQL
+    (migration 0013's orca_message_label, to_char 'FMDD FMMonth YYYY')."""
+    return Day(when.year, when.month, when.day).phrase
+
+
+def minute_label(when: datetime) -> str:
+    """ "8 May 2023 13:56": a message's day and time, as the context and its embedded text
+    show it."""
+    return f"{day_label(when)} {when:%H:%M}"
 
 
 @dataclass(frozen=True)

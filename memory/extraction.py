@@ -38,6 +38,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+from memory.dates import day_label
 from memory.models import MainMessage, MemoryType, Role
 
 MEMORY_CHARS = 300
@@ -533,7 +534,7 @@ def statements(sentence: str) -> list[tuple[str, str]]:
 
 def _date(message: MainMessage) -> str | None:
     when = message.timestamp
-    return f"{when.day} {when:%B %Y}" if isinstance(when, datetime) else None
+    return day_label(when) if isinstance(when, datetime) else None
 
 
 def memory_text(statement: str, message: MainMessage) -> str | None:

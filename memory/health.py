@@ -1,4 +1,4 @@
-"""The service's health: what `GET /api/v1/health` reports and the dashboard will show."""
+"""The service's health: what `GET /api/v1/health` reports and the dashboard's home page shows."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Vectors: one table per searchable table (`vector(dim)`, the same metadata column
 with an HNSW index (cosine) and a B-tree on `agent_id`. A KNN is one agent's: pgvector 0.8's
 iterative index scan (`hnsw.iterative_scan`, set on every connection) keeps walking the graph
 until k rows of that agent pass the filter, and for a small agent the planner prefers the
-B-tree and sorts exactly (docs/BENCHMARKS.md).
+B-tree and sorts exactly (docs/BENCHMARKS.md, "KNN with HNSW, and agent scoping").
 
 Text: one table per searchable table, filled by triggers (migration 0013), holding one
 `tsvector` per row whose weights say where a lexeme came from, as FTS5's columns do:
@@ -15,8 +15,9 @@ words and CJK terms of the two messages before it. A word matches A and B, a CJK
 D, with the weights of the SQLite engine (context counts half). The score is BM25 as FTS5
 computes it, from each term's occurrences in a row (unnested from its tsvector), the row's
 number of distinct lexemes as its length, and the term's document frequency in the scope.
-`ts_rank` times an inverse document frequency (no saturation, no length normalisation) was
-0.023 below FTS5 in LoCoMo recall@10, this 0.010 (docs/EVALUATION.md).
+`ts_rank` times an inverse document frequency (no saturation, no length normalisation) fell
+further below FTS5's LoCoMo recall than this does (docs/EVALUATION.md, "PostgreSQL against
+SQLite").
 """
 
 from __future__ import annotations
@@ -78,8 +79,9 @@ def vector_table_sql(table: VectorTable, dimension: int, *, search_index: bool =
         f"agent_id text NOT NULL{columns}, embedding vector({int(dimension)}) NOT NULL)",
         # pgvector's EXTERNAL storage puts vectors of more than ~500 dimensions in the TOAST
         # table: an exact scan then reads each through the TOAST index, and the planner,
-        # seeing a heap of a few MB, prefers it to the HNSW index (one agent, 100k x 1024:
-        # a 515 ms sequential scan). MAIN keeps a vector in its row while the row fits a page.
+        # seeing a heap of a few MB, prefers it to the HNSW index (docs/BENCHMARKS.md, "KNN
+        # with HNSW, and agent scoping"). MAIN keeps a vector in its row while the row fits a
+        # page.
         f"ALTER TABLE {name} ALTER COLUMN embedding SET STORAGE MAIN",
         f"CREATE INDEX IF NOT EXISTS {_q(table.name + '_agent')} ON {name} (agent_id)",
     ]
@@ -285,7 +287,7 @@ def lexical_search(
     # and a term's inverse document frequency is counted in scope, floored just above zero for
     # terms in most rows. Each matching row's tsvector is cut down to the query's lexemes
     # before it is unnested (ts_delete of what ts_delete of them leaves): unnesting whole rows
-    # took twice as long on LoCoMo (docs/EVALUATION.md).
+    # took longer on LoCoMo (docs/EVALUATION.md, "PostgreSQL against SQLite").
     sql = (
         _TERMS
         + f", matched AS MATERIALIZED (SELECT f.rowid, f.doc FROM {name} AS f WHERE {scoped} "
@@ -301,7 +303,7 @@ def lexical_search(
         "hit AS (SELECT rowid, n, sum(weight) AS tf FROM occurrence GROUP BY rowid, n "
         "HAVING sum(weight) > 0), "
         # MATERIALIZED: inlined, the planner (estimating one hit) ran the count of the
-        # agent's rows once per hit: 15,397 times, 22 s (100k messages, 10 agents).
+        # agent's rows once per hit (docs/BENCHMARKS.md, PostgreSQL's "Context assembly").
         "df AS MATERIALIZED (SELECT n, count(*) AS df FROM hit GROUP BY n), "
         "dl AS (SELECT rowid, length(doc) AS dl, avg(length(doc)) OVER () AS avgdl FROM matched), "
         f"total AS MATERIALIZED (SELECT count(*) AS n FROM {name} AS f WHERE {scoped}) "

@@ -51,8 +51,8 @@ VECTOR_TABLES = (MESSAGE_VECTORS, SUMMARY_VECTORS, MEMORY_VECTORS)
 
 # A message is indexed with its date and speaker ("8 May 2023 Caroline: ", memory.text's
 # message_label) and - as its context - with the two messages before it in its session: an
-# answer often shares no word with the question, but the turn it answers does. On LoCoMo this
-# took evidence recall@10 from 0.46 to 0.74 (docs/EVALUATION.md). Context counts half.
+# answer often shares no word with the question, but the turn it answers does: on LoCoMo
+# the largest gain in recall (docs/EVALUATION.md, "What got there"). Context counts half.
 CONTEXT_MESSAGES = 2
 MESSAGE_TEXT = LexicalTable(
     "fts_main_messages",
@@ -68,7 +68,7 @@ MEMORY_TEXT = LexicalTable("fts_long_term_memories", "long_term_memories", ("age
 LEXICAL_TABLES = (MESSAGE_TEXT, SUMMARY_TEXT, MEMORY_TEXT)
 
 # NLTK's English stop words (those \w+ can produce): dropped from queries, where they only
-# add common matches. Measured on LoCoMo: recall@10 +0.015 (docs/EVALUATION.md).
+# add common matches. Measured on LoCoMo (docs/EVALUATION.md, "What got there").
 _STOP_TEXT = (
     "a about above after again against ain all am an and any are aren as at be because been "
     "before being below between both but by can couldn d did didn do does doesn doing don "
@@ -84,8 +84,8 @@ STOP_WORDS = frozenset(_STOP_TEXT.split())
 
 # Bigrams of Chinese question and function words ("你还记得我叫什么名字吗" gives 你还, 还记, 记得,
 # 叫什, 什么, 么名...): in a question they match most messages and rank nothing, as English
-# stop words do. Dropped from queries only. On our Chinese set, context evidence recall at
-# a 2,048 window: 0.833 -> 0.868 (docs/EVALUATION.md).
+# stop words do. Dropped from queries only. Measured on our Chinese set (docs/EVALUATION.md,
+# "What the agent receives").
 _CJK_STOP_TEXT = (
     "什么 怎么 为什 哪里 哪儿 哪个 哪些 记得 还记 你还 知道 告诉 是不 不是 有没 没有 一下 一个 "
     "这个 那个 我们 你们 他们 我的 你的 时候 的时 是什 么时 么地 么名 叫什 了什 做了 去了 在哪 "

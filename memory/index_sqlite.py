@@ -337,9 +337,10 @@ def match_expression(terms: Sequence[Term]) -> str | None:
 
 # FTS5's bm25 gives a term in half of the table's rows or more an idf of 1e-6 (its
 # log((N - n + 0.5) / (n + 0.5)) is 0 or less, and clamped): the term changes no ranking, yet
-# every row holding it is read and scored. In the context benchmark's store (100k messages),
-# the query words of that kind made the recall query take 20.8 ms at p50, 4.1 without them,
-# with the same top 50 (docs/BENCHMARKS.md). Only from PRUNE_FROM_ROWS rows: the rows that
+# every row holding it is read and scored. In the context benchmark's store, the query words
+# of that kind made the recall query several times slower, for the same top 50
+# (docs/BENCHMARKS.md, "The derived vector index (issue 19, item 3)": "Words that weigh
+# nothing, left out"). Only from PRUNE_FROM_ROWS rows: the rows that
 # hold nothing but such a term rank last, but in a small table (a new agent's few messages)
 # they are much of what a query finds, and scoring them costs little.
 # The counts are taken per process, with FTS5's own MATCH, and kept while the table has grown

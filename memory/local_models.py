@@ -4,7 +4,7 @@ module only loads each one and runs it.
 
 Every encoder runs on one thread: the worker embeds in the background and a request embeds
 one query, and on a small machine a second BLAS thread competes with the web process
-(docs/BENCHMARKS.md, embedding).
+(docs/BENCHMARKS.md, "MiniLM in numpy, one BLAS thread").
 """
 
 from __future__ import annotations
@@ -78,9 +78,10 @@ class MiniLMWithUSE:
     since MiniLM's vectors of such text are noise that made every two Chinese texts alike.
 
     Neither model alone is enough: on LoCoMo (English) USE's vectors add nothing to text
-    matching (context recall 0.895 against MiniLM's 0.909), and MiniLM cannot read Chinese.
+    matching (a lower context recall than MiniLM's), and MiniLM cannot read Chinese.
     Together they keep MiniLM's English recall and give Chinese and cross-language questions
-    USE's meaning (docs/EVALUATION.md, models)."""
+    USE's meaning (docs/EVALUATION.md, "The default embedding model: measured, not
+    assumed")."""
 
     def __init__(self) -> None:
         self._english = MiniLM()

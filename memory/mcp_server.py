@@ -73,15 +73,17 @@ from memory.context import Context, context_build
 from memory.jsonl import BackupFailed
 from memory.memories import memories_of, memory_create, memory_expire, memory_update
 from memory.messages import message_keep
-from memory.models import MemoryType, MessageType, Role
+from memory.models import MemoryType, MessageType, Role, Trigger
 from memory.schemas import MessageOut
 from memory.search import MAX_K
 from memory.search import search as search_messages
 from memory.validation import (
+    MAX_ID,
     Conflict,
     InvalidInput,
     check_idempotency_key,
     check_stored_identifier,
+    row_id,
 )
 from orca_memory.core.errors import Loc, errors_detail, field_errors, jsonrpc_error
 
@@ -201,8 +203,6 @@ SessionId = Annotated[
         "characters); a session starts with its first message"
     ),
 ]
-# The largest id a database keeps (a signed 64-bit integer).
-MAX_ID = 2**63 - 1
 MemoryId = Annotated[int, Field(ge=1, le=MAX_ID, description="the memory's id")]
 Moment = Annotated[
     str | None,
@@ -440,7 +440,7 @@ def end_session(session_id: SessionId) -> dict[str, Any]:
     agent = current_agent.get()
     check_stored_identifier("session_id", session_id)
     session_or_404(agent, session_id)
-    run = request_consolidation(agent_id=agent, session_id=session_id, trigger="session_end")
+    run = request_consolidation(agent_id=agent, session_id=session_id, trigger=Trigger.SESSION_END)
     ended = {"session_id": session_id, "consolidation": run.status, "run_after": run.run_after}
     return SessionEndOut.model_validate(ended).model_dump(mode="json")
 
@@ -477,9 +477,10 @@ def session_transcript(session_id: str) -> dict[str, Any]:
 )
 @functools.partial(_django, refused=ResourceError, missing=ResourceNotFoundError)
 def memory(memory_id: str) -> dict[str, Any]:
-    if not memory_id.isascii() or not memory_id.isdigit() or int(memory_id) > MAX_ID:
+    found = row_id(memory_id)
+    if found is None:
         raise Http404(memory_id)
-    return _memory_out(memory_or_404(current_agent.get(), int(memory_id)))
+    return _memory_out(memory_or_404(current_agent.get(), found))
 
 
 # --- what the SDK's transports would not answer -------------------------------------------

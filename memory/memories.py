@@ -15,7 +15,13 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from memory import index, scheduling
-from memory.models import LongTermMemory, LongTermMemoryHistory, MemoryAction, MemoryType
+from memory.models import (
+    AUTOMATIC_ACTORS,
+    LongTermMemory,
+    LongTermMemoryHistory,
+    MemoryAction,
+    MemoryType,
+)
 from memory.validation import (
     InvalidInput,
     check_confidence,
@@ -28,12 +34,11 @@ from memory.vectors import delete_with_vectors, drop_vectors
 EDITABLE_FIELDS = frozenset(
     {"content", "memory_type", "confidence", "expires_at", "source_session"}
 )
-# The service's own actors. Every other actor is a person (`api`, `admin:<user>`,
-# `ui:<user>`), whose wording consolidation must not overwrite.
-AUTOMATIC_ACTORS = frozenset({"consolidation", "cleanup"})
 
 
 def by_a_person(actor: str) -> bool:
+    """Whether a person made the change (not `AUTOMATIC_ACTORS`): consolidation must not
+    overwrite a person's wording."""
     return actor not in AUTOMATIC_ACTORS
 
 
@@ -215,7 +220,7 @@ REVERTIBLE_FIELDS = EDITABLE_FIELDS
 
 def _undo(state: dict[str, Any], change: LongTermMemoryHistory) -> bool:
     """Take `change` back out of `state` (the fields after it); False when the row did not
-    record an old value it changed (rows written before 0014 kept only the new ones)."""
+    record an old value it changed (rows written before migration 0016 kept only the new ones)."""
     if change.action in (MemoryAction.CREATE, MemoryAction.DELETE):
         return False
     if change.old_content is not None:

@@ -23,11 +23,11 @@ from threadpoolctl import ThreadpoolController
 from tokenizers import Tokenizer
 
 DIMENSION = 384
-# Tokens per forward pass (8 texts of the longest): bounds the memory a pass takes (peak
-# ~170 MB resident; 8192 took ~300 MB for the same speed).
+# Tokens per forward pass (8 texts of the longest): bounds the memory a pass takes; more took
+# more memory for the same speed (docs/BENCHMARKS.md, "MiniLM in numpy, one BLAS thread").
 TOKENS_PER_PASS = 2048
 # Rows of the feed-forward layer computed at once: small enough that its (rows, 1536)
-# intermediate stays in the CPU's cache through GELU's dozen passes (3x faster than all rows).
+# intermediate stays in the CPU's cache through GELU's dozen passes (faster than all rows).
 FEED_FORWARD_ROWS = 256
 
 _QKV = ("query", "key", "value")
@@ -136,8 +136,9 @@ class MiniLM:
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """One unit-length float32 row of DIMENSION per text, in the order of `texts`."""
         # One thread for the model (OpenBLAS starts one per core): on this 2-core machine, busy
-        # with the web workers and other work, two BLAS threads embedded 300-word texts 3x
-        # slower per CPU-second than one, and slower in wall time too. The limit covers only
+        # with the web workers and other work, two BLAS threads embedded 300-word texts
+        # several times slower per CPU-second than one, and slower in wall time too
+        # (docs/BENCHMARKS.md, "MiniLM in numpy, one BLAS thread"). The limit covers only
         # these calls, so the rest of the process's numpy keeps its threads; the lock keeps
         # two threads' encodes from restoring each other's limit.
         with self._lock, self._blas.limit(limits=1, user_api="blas"):

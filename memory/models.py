@@ -286,7 +286,8 @@ class LongTermMemory(models.Model):
         indexes = [
             models.Index(fields=["agent_id", "memory_type", "-confidence"], name="idx_ltm_type"),
             # The few waiting for their vector: the context names them on every call, and
-            # without it that read every memory of the agent (2 ms at 10,000).
+            # without it that read every memory of the agent (docs/BENCHMARKS.md, "Planner
+            # statistics and the unembedded memories").
             models.Index(
                 fields=["agent_id"],
                 condition=models.Q(has_embedding=False),
@@ -327,7 +328,11 @@ class MemoryAction(models.TextChoices):
     REVERT = "revert"  # back to an earlier version (`changes["reverted_to"]`)
 
 
+# The service's own actors of history rows (every other actor is a person: `api`,
+# `admin:<user>`, `ui:<user>`). Migration 0007's backfill names them in its SQL.
 CONSOLIDATION = "consolidation"  # the actor of what consolidation writes
+CLEANUP = "cleanup"  # the actor of what cleanup archives beyond `long_term_cap`
+AUTOMATIC_ACTORS = frozenset({CONSOLIDATION, CLEANUP})
 # The key of a history row's `changes` naming the consolidation run that created or merged
 # the memory (the session page lists each run's memories by it).
 RUN_NOTE = "consolidation_run"
@@ -381,7 +386,7 @@ class LongTermMemoryHistory(models.Model):
     new_content = models.TextField(null=True, blank=True)
     changes = models.JSONField(null=True, blank=True)
     # The changed fields' values before (`changes` holds them after); on a delete, every
-    # editable field, so the page of a deleted memory can say what it was. Null before 0014.
+    # editable field, so the page of a deleted memory can say what it was. Null before 0016.
     old_values = models.JSONField(null=True, blank=True)
     at = models.DateTimeField(db_default=Now())
 
@@ -441,6 +446,13 @@ class RunStatus(models.TextChoices):
 WAITING = (RunStatus.QUEUED, RunStatus.DEFERRED)
 
 
+class Trigger(models.TextChoices):
+    """What asked for a consolidation run."""
+
+    SESSION_END = "session_end", _("at the session's end")  # POST /sessions/{id}/end, MCP
+    TURNS = "turns", _("after 20 turns")  # maintenance.TURNS_PER_CONSOLIDATION replies
+
+
 class ConsolidationRun(models.Model):
     """One consolidation of a session into long-term memories, from its request to its end.
 
@@ -452,7 +464,7 @@ class ConsolidationRun(models.Model):
 
     agent_id = models.TextField(validators=[IdentifierValidator("agent_id")])
     session_id = models.TextField(validators=[IdentifierValidator("session_id")])
-    trigger = models.TextField(help_text="session_end or turns")
+    trigger = models.TextField(choices=Trigger.choices)
     status = models.TextField(choices=RunStatus.choices, db_default=RunStatus.QUEUED)
     requested_at = models.DateTimeField(db_default=Now())
     run_after = models.DateTimeField(

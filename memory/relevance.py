@@ -10,7 +10,7 @@ context takes an item only above a floor of a fixed scale:
   says. BM25 has no such scale: it grows with the store's size and the text's length, and the
   context's normalisation by the best hit made that hit 1.0 whatever it matched.
 The floors were measured on LoCoMo and the Chinese set (`manage.py eval_floors`,
-docs/EVALUATION.md).
+docs/EVALUATION.md, "Relevance floors").
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ class LexicalFloors:
 MEMORY_FLOORS = LexicalFloors(words=0.5, bigrams=0.25)
 # A message is one turn of a conversation, and the turns around it carry the rest (the
 # index reads the two before it too): it must say one of the query's terms itself. A floor of
-# half the words lost LoCoMo evidence (context recall 0.909 -> 0.899 at 8,192), and our
-# Chinese set's evidence says a median 15% of its question's bigrams (docs/EVALUATION.md).
+# half the words lost LoCoMo evidence, and much of our Chinese set's evidence says few of its
+# question's bigrams (docs/EVALUATION.md, "Relevance floors").
 MESSAGE_FLOORS = LexicalFloors(words=0.0, bigrams=0.0)
 
 # Words agree when they share all but their last two letters, at least three: the index

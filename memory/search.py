@@ -65,11 +65,10 @@ def _min_max(values: list[float]) -> list[float]:
 
     With the plain maximum as the top, one outlier (a message that repeats the query word for
     word) takes 1.0 and squashes every other score toward 0, so the fused order became the
-    vector order: on our Chinese set with MiniLM, recall@10 fell from 0.76 to 0.55 once the
-    question was stored. The top of the scale is therefore at most the second best plus its
-    distance from the lowest: without an outlier this is plain min-max (same recall on
-    LoCoMo), with one the others keep their spread (0.74 on the Chinese set);
-    docs/EVALUATION.md.
+    vector order: on our Chinese set with MiniLM, recall fell once the question was stored.
+    The top of the scale is therefore at most the second best plus its distance from the
+    lowest: without an outlier this is plain min-max (same recall on LoCoMo), with one the
+    others keep their spread (docs/EVALUATION.md, "The question stored first, and fusion").
     """
     ordered = sorted(values, reverse=True)
     low = ordered[-1]
@@ -89,9 +88,8 @@ def fuse_weighted(candidates: list[Ranked], vector_weight: float = 0.3) -> dict[
     """Min-max normalised scores of each list (see `_min_max`), 30% vector + 70% lexical; a
     missing score is 0.
 
-    On LoCoMo this beat rank fusion (recall@10 0.75 against 0.67), z-scores (0.74), BM25
-    saturation (0.74) and the 70% vector / 30% lexical split of the design notes (0.61):
-    docs/EVALUATION.md.
+    On LoCoMo this beat rank fusion, z-scores, BM25 saturation and the 70% vector / 30%
+    lexical split of the design notes (docs/EVALUATION.md, "Results").
     """
     scores = {c.id: 0.0 for c in candidates}
     for weight, part in ((vector_weight, "vector"), (1 - vector_weight, "lexical")):

@@ -22,7 +22,7 @@ from django_tasks_db.models import DBTaskResult
 
 from memory import consolidation, scheduling, summaries, vectors
 from memory.embeddings import EmbeddingError
-from memory.models import MainMessage, ShortTermMemory
+from memory.models import MainMessage, ShortTermMemory, Trigger
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ def consolidation_task(run_id: int) -> None:
 def consolidate_session_task(agent_id: str, session_id: str) -> None:
     """An end of session queued before requests were recorded (an upgrade): record it now."""
     consolidation.request_consolidation(
-        agent_id=agent_id, session_id=session_id, trigger="session_end"
+        agent_id=agent_id, session_id=session_id, trigger=Trigger.SESSION_END
     )
 
 

@@ -21,12 +21,18 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
+from memory.dates import day_label
+
 # Han (with extension A, compatibility ideographs and the supplementary planes), kana and Hangul.
 CJK_RUN = re.compile(
     "[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f]+"
 )
 # A text is mostly CJK when this share of its letters are CJK characters.
 CJK_SHARE = 0.3
+# Two texts say the same above this bigram similarity (`text_similarity`): the consolidation's
+# dedup of memories, the context's memories a message already says, the evaluation's duplicates.
+# Vectors use their model's own threshold (embeddings.Thresholds.duplicate).
+DUPLICATE_TEXT_SIMILARITY = 0.8
 
 
 def mostly_cjk(text: str) -> bool:
@@ -103,7 +109,7 @@ def message_label(
 ) -> str:
     """'8 May 2023 Caroline: ' - indexed with a message, as questions name dates and people."""
     when = _date(timestamp)
-    day = f"{when.day} {when:%B %Y} " if when else ""
+    day = f"{day_label(when)} " if when else ""
     return f"{day}{speaker(role, metadata)}: "
 
 
@@ -136,12 +142,12 @@ def text_similarity(a: str, b: str) -> float:
     return _dice(folded(a), folded(b))
 
 
-def says_the_same(a: str, b: str, *, threshold: float = 0.8) -> bool:
+def says_the_same(a: str, b: str, *, threshold: float = DUPLICATE_TEXT_SIMILARITY) -> bool:
     """Whether one text contains the other, or they are more than `threshold` similar."""
     return folded_say_the_same(folded(a), folded(b), threshold=threshold)
 
 
-def folded_say_the_same(a: str, b: str, *, threshold: float = 0.8) -> bool:
+def folded_say_the_same(a: str, b: str, *, threshold: float = DUPLICATE_TEXT_SIMILARITY) -> bool:
     """`says_the_same` for texts already folded (a caller comparing many pairs folds once).
 
     Texts whose lengths differ too much cannot pass the threshold (Dice is at most

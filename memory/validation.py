@@ -35,6 +35,9 @@ _BAD_IDENTIFIER_CHAR = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029/\\]")
 _FORMAT_CATEGORY = "Cf"
 MAX_IDEMPOTENCY_KEY_CHARS = 200
 _IDEMPOTENCY_KEY = re.compile(rf"[ -~]{{1,{MAX_IDEMPOTENCY_KEY_CHARS}}}")
+# The largest id a row can have: both databases keep ids as signed 64-bit integers, and a
+# larger number overflows their drivers.
+MAX_ID = 2**63 - 1
 # Python's json reads NaN, Infinity and 1e400 (an infinity); JSON and SQLite's JSON refuse them.
 NON_FINITE_MESSAGE = "numbers must be finite: NaN and Infinity are not JSON"
 
@@ -105,6 +108,13 @@ def check_stored_identifier(kind: str, value: object) -> str:
     if not value.strip("."):
         raise InvalidInput(f"{kind} must not be only dots", field=kind)
     return value
+
+
+def row_id(text: str | None) -> int | None:
+    """The id a URL's text names (ASCII digits, at most `MAX_ID`), else None: no row has it."""
+    if text and text.isascii() and text.isdigit() and int(text) <= MAX_ID:
+        return int(text)
+    return None
 
 
 def check_confidence(kind: str, value: float) -> float:

@@ -21,6 +21,7 @@ from django.db.models import Model, QuerySet
 from django.utils import timezone
 
 from memory import embeddings, index
+from memory.dates import minute_label
 from memory.embeddings import (
     DEFAULT_THRESHOLDS,
     Embedder,
@@ -173,9 +174,8 @@ def embedding_text(message: MainMessage) -> str:
 
     The date and the speaker help retrieval as they do in the lexical index (docs/EVALUATION.md).
     """
-    when = message.timestamp
     who = speaker(message.role, message.metadata)
-    return f"[{when.day} {when:%B %Y %H:%M}] {who}: {message.content[:MAX_EMBED_CHARS]}"
+    return f"[{minute_label(message.timestamp)}] {who}: {message.content[:MAX_EMBED_CHARS]}"
 
 
 @dataclass(frozen=True)
@@ -379,7 +379,7 @@ def query_embedding(query: str, embedder: Embedder | None = None) -> QueryEmbedd
 @lru_cache(maxsize=1024)
 def query_vector(embedder: Embedder, text: str) -> tuple[float, ...]:
     """A search query's embedding, cached: agents repeat queries, providers charge per call."""
-    # A query never loads the model (~15 s, past gunicorn's timeout): until the background
+    # A query never loads the model (a request must not wait for it): until the background
     # load ends, search and context degrade to lexical.
     not_loaded = _model_not_loaded(embedder)
     if not_loaded:

@@ -62,13 +62,14 @@ from memory.models import (
     Role,
     RunStatus,
     ShortTermMemory,
+    Trigger,
 )
 from memory.text import highlight_terms, snippet
-from memory.validation import InvalidInput
+from memory.validation import InvalidInput, row_id
 from orca_memory.core.pages import needs, object_or_404, render_page
 
 # The Django model permissions each page needs (the admin checks the same ones). A signed-in
-# user without them gets 403; the migration 0008 makes the groups "orca viewers" (every view_*
+# user without them gets 403; migration 0010 makes the groups "orca viewers" (every view_*
 # permission here) and "orca curators" (those plus change and delete of long-term memories).
 VIEW_SESSIONS = ("memory.view_mainmessage", "memory.view_shorttermmemory")
 VIEW_MEMORIES = ("memory.view_longtermmemory",)
@@ -85,7 +86,6 @@ CONSOLIDATION_RUNS_SHOWN = 20
 SEARCH_HITS = 50
 # Every index is scoped to one agent: a search of all agents searches each, up to this many.
 SEARCH_AGENTS = 20
-MAX_ID = 2**63 - 1  # a larger number is no row's id, and overflows the database's integers
 # What object_or_404 names in its 404.
 MEMORY = gettext_lazy("memory")
 # The event a deleted card's answer sends: the memory list reloads itself, counts included.
@@ -162,7 +162,7 @@ def _session_rows(sessions: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         "agent_id", "session_id", "trigger", "status"
     )
     for agent_id, session_id, trigger, status in runs.distinct():
-        if trigger == "session_end":  # POST /sessions/{id}/end
+        if trigger == Trigger.SESSION_END:
             ended.add((agent_id, session_id))
         if status == RunStatus.DONE:
             consolidated.add((agent_id, session_id))
@@ -336,15 +336,16 @@ def _layers(agent_id: str, session_id: str, built: Context) -> list[dict[str, An
 def _page_of(messages: QuerySet[MainMessage], at: str | None, *, newest_first: bool) -> int | None:
     """The number of the page that holds message `at` (`?at=`, how links reach a message
     inside its session), or None when it is not one of `messages`."""
-    if not (at and at.isascii() and at.isdigit() and int(at) <= MAX_ID):
+    message_id = row_id(at)
+    if message_id is None:
         return None
-    found = messages.filter(pk=int(at)).values_list("timestamp", flat=True).first()
+    found = messages.filter(pk=message_id).values_list("timestamp", flat=True).first()
     if found is None:
         return None
     if newest_first:
-        before = messages.filter(Q(timestamp__gt=found) | Q(timestamp=found, pk__gt=int(at)))
+        before = messages.filter(Q(timestamp__gt=found) | Q(timestamp=found, pk__gt=message_id))
     else:
-        before = messages.filter(Q(timestamp__lt=found) | Q(timestamp=found, pk__lt=int(at)))
+        before = messages.filter(Q(timestamp__lt=found) | Q(timestamp=found, pk__lt=message_id))
     return before.count() // MESSAGES_PER_PAGE + 1
 
 

@@ -128,7 +128,8 @@ TEMPLATES = [
 # WAL mode but for a power loss); writers queue behind each other (IMMEDIATE transactions) and a
 # 10 s busy timeout absorbs bursts of concurrent API calls and background embedding without
 # "database is locked"; vec0 has no ANN index, every KNN scans the vectors, and memory-mapped
-# reads make that scan ~1.5x faster (docs/BENCHMARKS.md; the map is address space, not RSS).
+# reads make that scan faster (docs/BENCHMARKS.md, "Limits to keep in mind"; the map is
+# address space, not RSS).
 SQLITE_INIT_COMMAND = (
     "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 10000; "
     f"PRAGMA mmap_size = {1 << 30}"
@@ -141,7 +142,8 @@ SQLITE_DATABASE = {
     "OPTIONS": {"transaction_mode": "IMMEDIATE", "init_command": SQLITE_INIT_COMMAND},
     # Kept between requests and tasks: opening one registers Django's functions, loads
     # sqlite-vec and runs the PRAGMAs above, and closing the last one checkpoints the WAL; per
-    # request, that was a third of a message's CPU in the server (docs/BENCHMARKS.md).
+    # request, that was a large share of a message's CPU in the server (docs/BENCHMARKS.md,
+    # "Single writes: connections kept, a lighter load client").
     "CONN_MAX_AGE": 60,
     "TEST": {"NAME": ORCA.data_dir / "test_orca.db"},
 }

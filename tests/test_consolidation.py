@@ -7,6 +7,7 @@ import hashlib
 import re
 from datetime import datetime, timedelta
 from functools import partial
+from importlib import import_module
 
 import pytest
 from django.core.management import call_command
@@ -16,8 +17,15 @@ from django.utils.dateparse import parse_datetime
 from memory import consolidation, embeddings, tasks, vectors
 from memory.consolidation import consolidate_session, request_consolidation
 from memory.extraction import Extracted, speaks_for_a_person
-from memory.memories import memory_create
-from memory.models import ConsolidationRun, LongTermMemory, LongTermMemoryHistory
+from memory.memories import by_a_person, memory_create
+from memory.models import (
+    AUTOMATIC_ACTORS,
+    CLEANUP,
+    CONSOLIDATION,
+    ConsolidationRun,
+    LongTermMemory,
+    LongTermMemoryHistory,
+)
 from memory.text import text_similarity
 from tests.factories import add_message
 from tests.fakes import FakeEmbedder
@@ -511,6 +519,17 @@ def test_the_migration_marks_what_people_wrote_as_curated(tmp_path):
 
     curated = last_line(manage(tmp_path, "shell", "-c", CURATED))
     assert curated == "['by api', 'reworded in the UI']"
+
+
+def test_the_curated_backfill_names_the_services_own_actors():
+    """Migration 0007 keeps its SQL as literal text: the actors it takes for the service's
+    own are memory.models' AUTOMATIC_ACTORS, which memories.by_a_person reads."""
+    backfill = import_module("memory.migrations.0007_longtermmemory_curated").BACKFILL
+    named = re.search(r'"actor" NOT IN \(([^)]*)\)', backfill)
+
+    assert named is not None
+    assert {actor.strip(" '") for actor in named[1].split(",")} == AUTOMATIC_ACTORS
+    assert not by_a_person(CONSOLIDATION) and not by_a_person(CLEANUP) and by_a_person("api")
 
 
 OLD_RUNS = """

@@ -39,6 +39,7 @@ from memory.management.commands import local_postgres
 from memory.memories import memory_create
 from memory.messages import message_add
 from memory.models import LongTermMemory, MainMessage
+from memory.validation import row_id
 from tests.helpers import ROOT, last_line, manage, service_env
 from tests.test_access_log import free_port, procfile_web_command, wait_for
 
@@ -975,6 +976,25 @@ def test_the_admin_takes_ids_beyond_64_bits_as_ids_of_no_row(admin_client):
     assert f"/admin/memory/mainmessage/{parent.pk}/" in action.content.decode()
     assert listed == [200, 200]
     assert MainMessage.objects.filter(pk__in=[parent.pk, int(HUGE_ID)]).count() == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1", 1),
+        (str(2**63 - 1), 2**63 - 1),
+        (str(2**63), None),
+        (HUGE_ID, None),
+        ("-1", None),
+        ("１", None),  # a full-width digit: isdigit() takes it, int() reads it
+        (" 1", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_a_urls_row_id_is_ascii_digits_within_64_bits(text, expected):
+    """The session page's `?at=` and MCP's memory resource read an id from text this way."""
+    assert row_id(text) == expected
 
 
 @pytest.fixture

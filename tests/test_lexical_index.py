@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from datetime import UTC, datetime
 
@@ -14,7 +15,7 @@ from memory import index, index_sqlite
 from memory.index import MEMORY_TEXT, MESSAGE_TEXT, SUMMARY_TEXT
 from memory.index_schema import query_terms
 from memory.models import LongTermMemory, MainMessage, ShortTermMemory
-from memory.text import cjk_terms
+from memory.text import cjk_terms, message_label
 
 pytestmark = pytest.mark.django_db
 
@@ -95,6 +96,31 @@ def test_the_date_and_speaker_are_indexed_with_the_text():
     assert found("caroline") == [said.pk]
     assert found("May 2023") == [said.pk]
     assert found("user") == []  # the speaker stands in for the role
+
+
+@pytest.mark.parametrize(
+    ("timestamp", "role", "metadata"),
+    [
+        *((datetime(2023, month, 2, 23, 59, tzinfo=UTC), "user", None) for month in range(1, 13)),
+        (datetime(2024, 2, 29, 0, 0, tzinfo=UTC), "user", {"speaker": " Caroline\n"}),
+        (datetime(2023, 5, 8, 13, 56, tzinfo=UTC), "assistant", {"name": "Mel"}),
+        (datetime(2023, 5, 8, 13, 56, tzinfo=UTC), "user", {"speaker": 7, "name": "Mel"}),
+        (datetime(2023, 5, 8, 13, 56, tzinfo=UTC), "user", {"speaker": " \t", "name": ""}),
+        (None, "tool", {"speaker": "Caroline"}),
+    ],
+)
+def test_the_database_writes_the_label_as_memory_text_does(timestamp, role, metadata):
+    """The label the triggers index: on SQLite memory.text.message_label itself, on
+    PostgreSQL migration 0013's SQL, which must write the same (its day as dates.day_label)."""
+    jsonb = "CAST(%s AS jsonb)" if connection.vendor == "postgresql" else "%s"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT orca_message_label(%s, %s, {jsonb})",
+            [timestamp, role, None if metadata is None else json.dumps(metadata)],
+        )
+        (label,) = cursor.fetchone()
+
+    assert label == message_label(timestamp, role, metadata)
 
 
 def test_it_finds_two_character_chinese_words():

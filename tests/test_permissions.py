@@ -1,6 +1,6 @@
 """The dashboard checks Django's model permissions: viewing needs view_*, curating needs
 change/delete of long-term memories; without them a signed-in user (staff or not) gets 403
-and sees no button for it. The migration 0008 makes the groups that grant them."""
+and sees no button for it. Migration 0010 makes the groups that grant them."""
 
 from __future__ import annotations
 

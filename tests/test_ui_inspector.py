@@ -169,6 +169,10 @@ def test_the_session_shows_its_consolidation_runs_and_their_memories(
     assert '<span class="badge status-failed">failed</span>' in body
     assert f"boom {ESCAPED}" in body
     assert "2 created · 0 merged" in body and "0 created · 1 merged" in body
+    # What asked for each run, in words (models.Trigger's labels).
+    assert body.count("at the session&#x27;s end") == 2 and body.count("after 20 turns") == 1
+    chinese = admin_client.get(session_url(), headers={"Accept-Language": "zh-hans"})
+    assert chinese.content.decode().count("会话结束时") == 2
 
 
 def test_the_consolidation_panel_needs_its_permission(client, conversation):

@@ -35,6 +35,7 @@ from bench.evaluation import (
 from bench.tempdb import use_temporary_database
 from memory import consolidation
 from memory.consolidation import request_consolidation
+from memory.models import Trigger
 from memory.search import FUSIONS, MODES
 from memory.vectors import embed_pending
 
@@ -116,7 +117,7 @@ class Command(BaseCommand):
         loaded = replay_conversations(
             folder / "conversations.jsonl",
             end_session=lambda agent, session: request_consolidation(
-                agent_id=agent, session_id=session, trigger="session_end"
+                agent_id=agent, session_id=session, trigger=Trigger.SESSION_END
             ),
         )
         # The messages' vectors from the cache; the worker then runs what the sessions queued

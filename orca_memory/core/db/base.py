@@ -180,9 +180,9 @@ STATISTICS_WAIT_MS = 100
 def _gather_statistics(conn: Any) -> None:
     """The query planner's statistics (sqlite_stat1), as SQLite recommends for long-lived
     connections: tables never analysed, or grown 25x since, are analysed within a bounded
-    effort (80 ms once on 100,000 messages, then 3 ms a connection). Without them the planner
-    reads `agent_id = ? AND id IN (100 ids)` through the agent's index, every message of the
-    agent, instead of looking up the hundred ids (docs/BENCHMARKS.md, context assembly)."""
+    effort. Without them the planner reads `agent_id = ? AND id IN (100 ids)` through the
+    agent's index, every message of the agent, instead of looking up the hundred ids
+    (docs/BENCHMARKS.md, "Planner statistics and the unembedded memories")."""
     # It writes (ANALYZE) when a table needs it: while another process holds the write lock,
     # a new connection waits STATISTICS_WAIT_MS for it, not the whole busy timeout before
     # the request's own work even starts (a message then took twice the timeout to reach
