@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from memory import idempotency, jsonl, outage, scheduling
 from memory.models import MainMessage, MessageType, Role, ShortTermMemory
+from memory.subagent_run import RUN_METADATA_KEY, SubagentRun, with_run
 from memory.tokens import estimate_tokens
 from memory.validation import (
     InvalidInput,
@@ -33,9 +34,6 @@ from memory.vectors import delete_with_vectors
 
 logger = logging.getLogger(__name__)
 
-# The key of `metadata` that marks a sub-agent run's result (subagents.runs). Only the service
-# sets it: a client that could would forge a finished run, and block the real one (409).
-RUN_METADATA_KEY = "subagent"
 # Messages one call of messages_add (POST .../messages:batch) stores at most.
 MAX_BATCH_MESSAGES = 1000
 
@@ -96,7 +94,7 @@ class NewMessage:
     metadata: dict[str, Any] | None = None
     timestamp: datetime | None = None
     import_fingerprint: str | None = None
-    subagent_run: dict[str, Any] | None = None
+    subagent_run: SubagentRun | None = None
 
     def as_sent(self) -> dict[str, Any]:
         """The message as a client sends it (what the JSONL backup keeps, what an
@@ -120,7 +118,7 @@ def message_add(
     timestamp: datetime | None = None,
     import_fingerprint: str | None = None,
     summarize: bool = True,
-    subagent_run: dict[str, Any] | None = None,
+    subagent_run: SubagentRun | None = None,
     idempotency_key: str | None = None,
 ) -> MainMessage:
     """Store one message with its token count; it waits for its embedding (has_embedding).
@@ -339,7 +337,7 @@ def _write(
     for item in new:
         metadata = item.metadata
         if item.subagent_run is not None:
-            metadata = {**(metadata or {}), RUN_METADATA_KEY: item.subagent_run}
+            metadata = with_run(metadata, item.subagent_run)
         timestamp, fingerprint = item.timestamp, item.import_fingerprint
         if backup and fingerprint is None:
             timestamp = timestamp or now
