@@ -19,6 +19,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from memory import idempotency, jsonl, outage, scheduling
+from memory.maintenance import request_consolidation
 from memory.models import MainMessage, MessageType, Role, ShortTermMemory
 from memory.subagent_run import RUN_METADATA_KEY, SubagentRun, with_run
 from memory.tokens import estimate_tokens
@@ -414,3 +415,26 @@ def session_delete(*, agent_id: str, session_id: str) -> SessionDeleted:
             MainMessage.objects.filter(agent_id=agent_id, session_id=session_id)
         )
     return SessionDeleted(messages=messages, summaries=summaries)
+
+
+@dataclass(frozen=True)
+class SessionEnded:
+    """What ending a session asked for: the consolidation run it queued or joined, `queued`
+    or `deferred` to `run_after` (the API's and MCP's answer, SessionEndOut)."""
+
+    session_id: str
+    consolidation: str
+    run_after: datetime | None
+
+
+def session_end(*, agent_id: str, session_id: str) -> SessionEnded | None:
+    """The session is over: ask for its consolidation into long-term memories (the API's
+    POST /sessions/{id}/end and MCP's end_session); None when the agent has no such session.
+
+    Never dropped: the run is queued, or deferred to the end of the agent's window; a
+    session already waiting joins its run (maintenance.request_consolidation).
+    """
+    if not session_messages(agent_id, session_id).exists():
+        return None
+    run = request_consolidation(agent_id=agent_id, session_id=session_id, trigger="session_end")
+    return SessionEnded(session_id=session_id, consolidation=run.status, run_after=run.run_after)
