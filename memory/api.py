@@ -17,7 +17,6 @@ from ninja import Field, Header, Query, Router, Schema, Status
 from ninja.pagination import paginate
 from pydantic import AfterValidator, BeforeValidator, ValidationInfo, field_validator
 
-from memory.consolidation import request_consolidation
 from memory.context import context_build
 from memory.health import service_health
 from memory.memories import (
@@ -30,9 +29,11 @@ from memory.memories import (
 from memory.messages import (
     MAX_BATCH_MESSAGES,
     NewMessage,
+    SessionEnded,
     message_keep,
     messages_keep,
     session_delete,
+    session_end,
     session_messages,
 )
 from memory.models import (
@@ -43,7 +44,6 @@ from memory.models import (
     MessageType,
     Role,
     ShortTermMemory,
-    Trigger,
 )
 from memory.schemas import MessageOut, Text, TextSchema
 from memory.search import MAX_K, search
@@ -555,19 +555,16 @@ def build_context(request: HttpRequest, session_id: str, payload: ContextIn) -> 
 
 
 @router.post("/sessions/{session_id}/end", response={202: SessionEndOut}, tags=["memories"])
-def end_session(request: HttpRequest, session_id: str) -> Status[dict[str, Any]]:
+def end_session(request: HttpRequest, session_id: str) -> Status[SessionEnded]:
     """The session is over: the worker consolidates it into long-term memories.
 
     Never dropped: `queued` runs as soon as the worker is free; `deferred` waits for the end
     of the agent's 30-second window, `run_after`. If the session already waits, the request
     joins that run. A run covers what came since the session's last one."""
-    session_or_404(request.auth, session_id)
-    run = request_consolidation(
-        agent_id=request.auth, session_id=session_id, trigger=Trigger.SESSION_END
-    )
-    return Status(
-        202, {"session_id": session_id, "consolidation": run.status, "run_after": run.run_after}
-    )
+    ended = session_end(agent_id=request.auth, session_id=session_id)
+    if ended is None:
+        raise Http404("no such session")
+    return Status(202, ended)
 
 
 @router.get("/sessions/{session_id}/summaries", response=list[SummaryOut], tags=["memories"])

@@ -35,6 +35,7 @@ from memory.memories import memories_like
 from memory.models import LongTermMemory, MainMessage, MemoryType, Role, ShortTermMemory
 from memory.relevance import MEMORY_FLOORS, Verdict, term_match, verdict
 from memory.search import MAX_K, SearchHit, search
+from memory.subagent_run import run_in
 from memory.text import folded, folded_say_the_same, has_terms, message_label, speaker
 from memory.tokens import estimate_tokens, truncate_to_tokens
 from memory.vectors import QueryEmbedding, query_embedding
@@ -707,9 +708,9 @@ def _paired_calls(items: list[Item]) -> set[int]:
 
 def _as_text(item: Item) -> str:
     """A tool result without its call, said in words (a sub-agent's result names its agent)."""
-    run = (item.metadata or {}).get("subagent")
-    if isinstance(run, dict) and isinstance(run.get("agent_name"), str):
-        return f"[result of sub-agent {run['agent_name']}] {item.content}"
+    run = run_in(item.metadata)
+    if run is not None and run.agent_name is not None:
+        return f"[result of sub-agent {run.agent_name}] {item.content}"
     return f"[tool result] {item.content}"
 
 

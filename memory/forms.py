@@ -16,7 +16,7 @@ from django.db.models import Count, DurationField, ExpressionWrapper, F, Q, Quer
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from memory.messages import RUN_METADATA_KEY, message_check, session_messages
+from memory.messages import message_check, session_messages
 from memory.models import (
     LongTermMemory,
     MainMessage,
@@ -27,6 +27,7 @@ from memory.models import (
     ShortTermMemory,
 )
 from memory.search import MODES, SearchResult, search_agents
+from memory.subagent_run import RUN_METADATA_KEY, stored_record
 from memory.validation import InvalidInput, check_content, check_query
 
 # --- the dashboard -------------------------------------------------------------------------
@@ -355,13 +356,6 @@ def _add_invalid_input(form: forms.BaseForm, exc: InvalidInput) -> None:
     form.add_error(named if named in form.fields else None, str(exc))
 
 
-_NO_RUN = object()
-
-
-def _run_in(metadata: Any) -> Any:
-    return metadata.get(RUN_METADATA_KEY, _NO_RUN) if isinstance(metadata, dict) else _NO_RUN
-
-
 # What a person writes of a message; the rest (token count, vector state, time) is derived.
 MESSAGE_FIELDS = ("agent_id", "session_id", "role", "content", "msg_type", "metadata")
 
@@ -382,7 +376,7 @@ class MainMessageForm(forms.ModelForm):
         adding = stored.pk is None
         values = {name: data.get(name, getattr(stored, name)) for name in MESSAGE_FIELDS}
         try:
-            if not adding and _run_in(values["metadata"]) != _run_in(stored.metadata):
+            if not adding and stored_record(values["metadata"]) != stored_record(stored.metadata):
                 raise InvalidInput(
                     f"metadata.{RUN_METADATA_KEY} is the service's record of a sub-agent run: "
                     "it cannot be added, changed or removed"

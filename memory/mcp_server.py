@@ -68,12 +68,11 @@ from memory.api import (
     session_or_404,
 )
 from memory.auth import agent_for_key, bearer_key
-from memory.consolidation import request_consolidation
 from memory.context import Context, context_build
 from memory.jsonl import BackupFailed
 from memory.memories import memories_of, memory_create, memory_expire, memory_update
-from memory.messages import message_keep
-from memory.models import MemoryType, MessageType, Role, Trigger
+from memory.messages import message_keep, session_end
+from memory.models import MemoryType, MessageType, Role
 from memory.schemas import MessageOut
 from memory.search import MAX_K
 from memory.search import search as search_messages
@@ -437,11 +436,10 @@ def expire_memory(memory_id: MemoryId) -> dict[str, Any]:
 def end_session(session_id: SessionId) -> dict[str, Any]:
     """The session is over: its messages are consolidated into long-term memories in the
     background (queued, or deferred a few seconds when the agent's last run was recent)."""
-    agent = current_agent.get()
     check_stored_identifier("session_id", session_id)
-    session_or_404(agent, session_id)
-    run = request_consolidation(agent_id=agent, session_id=session_id, trigger=Trigger.SESSION_END)
-    ended = {"session_id": session_id, "consolidation": run.status, "run_after": run.run_after}
+    ended = session_end(agent_id=current_agent.get(), session_id=session_id)
+    if ended is None:
+        raise Http404("no such session")
     return SessionEndOut.model_validate(ended).model_dump(mode="json")
 
 

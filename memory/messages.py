@@ -19,7 +19,9 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from memory import idempotency, jsonl, outage, scheduling
-from memory.models import MainMessage, MessageType, Role, ShortTermMemory
+from memory.consolidation import request_consolidation
+from memory.models import MainMessage, MessageType, Role, ShortTermMemory, Trigger
+from memory.subagent_run import RUN_METADATA_KEY, SubagentRun, with_run
 from memory.tokens import estimate_tokens
 from memory.validation import (
     InvalidInput,
@@ -33,9 +35,6 @@ from memory.vectors import delete_with_vectors
 
 logger = logging.getLogger(__name__)
 
-# The key of `metadata` that marks a sub-agent run's result (subagents.runs). Only the service
-# sets it: a client that could would forge a finished run, and block the real one (409).
-RUN_METADATA_KEY = "subagent"
 # Messages one call of messages_add (POST .../messages:batch) stores at most.
 MAX_BATCH_MESSAGES = 1000
 
@@ -96,7 +95,7 @@ class NewMessage:
     metadata: dict[str, Any] | None = None
     timestamp: datetime | None = None
     import_fingerprint: str | None = None
-    subagent_run: dict[str, Any] | None = None
+    subagent_run: SubagentRun | None = None
 
     def as_sent(self) -> dict[str, Any]:
         """The message as a client sends it (what the JSONL backup keeps, what an
@@ -120,7 +119,7 @@ def message_add(
     timestamp: datetime | None = None,
     import_fingerprint: str | None = None,
     summarize: bool = True,
-    subagent_run: dict[str, Any] | None = None,
+    subagent_run: SubagentRun | None = None,
     idempotency_key: str | None = None,
 ) -> MainMessage:
     """Store one message with its token count; it waits for its embedding (has_embedding).
@@ -339,7 +338,7 @@ def _write(
     for item in new:
         metadata = item.metadata
         if item.subagent_run is not None:
-            metadata = {**(metadata or {}), RUN_METADATA_KEY: item.subagent_run}
+            metadata = with_run(metadata, item.subagent_run)
         timestamp, fingerprint = item.timestamp, item.import_fingerprint
         if backup and fingerprint is None:
             timestamp = timestamp or now
@@ -416,3 +415,28 @@ def session_delete(*, agent_id: str, session_id: str) -> SessionDeleted:
             MainMessage.objects.filter(agent_id=agent_id, session_id=session_id)
         )
     return SessionDeleted(messages=messages, summaries=summaries)
+
+
+@dataclass(frozen=True)
+class SessionEnded:
+    """What ending a session asked for: the consolidation run it queued or joined, `queued`
+    or `deferred` to `run_after` (the API's and MCP's answer, SessionEndOut)."""
+
+    session_id: str
+    consolidation: str
+    run_after: datetime | None
+
+
+def session_end(*, agent_id: str, session_id: str) -> SessionEnded | None:
+    """The session is over: ask for its consolidation into long-term memories (the API's
+    POST /sessions/{id}/end and MCP's end_session); None when the agent has no such session.
+
+    Never dropped: the run is queued, or deferred to the end of the agent's window; a
+    session already waiting joins its run (consolidation.request_consolidation).
+    """
+    if not session_messages(agent_id, session_id).exists():
+        return None
+    run = request_consolidation(
+        agent_id=agent_id, session_id=session_id, trigger=Trigger.SESSION_END
+    )
+    return SessionEnded(session_id=session_id, consolidation=run.status, run_after=run.run_after)

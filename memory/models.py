@@ -450,7 +450,7 @@ class Trigger(models.TextChoices):
     """What asked for a consolidation run."""
 
     SESSION_END = "session_end", _("at the session's end")  # POST /sessions/{id}/end, MCP
-    TURNS = "turns", _("after 20 turns")  # maintenance.TURNS_PER_CONSOLIDATION replies
+    TURNS = "turns", _("after 20 turns")  # consolidation.TURNS_PER_CONSOLIDATION replies
 
 
 class ConsolidationRun(models.Model):

@@ -49,7 +49,7 @@ from memory.memories import (
     memory_versions,
 )
 from memory.memories import memory_restore as memory_restore_flow
-from memory.messages import RUN_METADATA_KEY, session_messages
+from memory.messages import session_messages
 from memory.models import (
     CONSOLIDATION,
     RUN_NOTE,
@@ -59,11 +59,11 @@ from memory.models import (
     MainMessage,
     MemoryAction,
     MemoryType,
-    Role,
     RunStatus,
     ShortTermMemory,
     Trigger,
 )
+from memory.subagent_run import result_run, runs_started
 from memory.text import highlight_terms, snippet
 from memory.validation import InvalidInput, row_id
 from orca_memory.core.pages import needs, object_or_404, render_page
@@ -118,33 +118,9 @@ def _agents(model: type[MainMessage] | type[LongTermMemory]) -> list[str]:
     return list(model.objects.values_list("agent_id", flat=True).distinct().order_by("agent_id"))
 
 
-# A parent message's sub-agent runs: {agent name: finished}, by (agent, session, parent id).
-Runs = dict[tuple[str, str, int], dict[str, bool]]
-
-
-def subagent_runs(parents: QuerySet[MainMessage], results: QuerySet[MainMessage]) -> Runs:
-    """The sub-agent runs that `parents` started: a run with replies recorded (the
-    subagents app's rows, read through their foreign key's reverse name: memory imports no
-    subagents module), or finished (a result among `results`, `metadata.subagent`). Two
-    queries, however many messages."""
-    runs: Runs = {}
-    replied = parents.filter(subagent_messages__isnull=False).values_list(
-        "agent_id", "session_id", "pk", "subagent_messages__agent_name"
-    )
-    for agent_id, session_id, parent, name in replied.distinct():
-        runs.setdefault((agent_id, session_id, parent), {}).setdefault(name, False)
-    finished = results.filter(role=Role.TOOL, metadata__has_key=RUN_METADATA_KEY)
-    for message in finished.only("agent_id", "session_id", "role", "metadata"):
-        run = _run_of(message)
-        if run is not None:
-            key = (message.agent_id, message.session_id, run["parent_msg_id"])
-            runs.setdefault(key, {})[run["agent_name"]] = True
-    return runs
-
-
 def _session_rows(sessions: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Session rows (MainMessage.objects.sessions()) with how many sub-agent runs their
-    messages started (`subagent_runs`), and whether they were ended (`ended`: a
+    messages started (`subagent_run.runs_started`), and whether they were ended (`ended`: a
     consolidation asked for at the session's end) and consolidated (`consolidated`: a run
     done). Three queries for a page of any size."""
     rows = list(sessions)
@@ -155,7 +131,7 @@ def _session_rows(sessions: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         scope |= Q(agent_id=row["agent_id"], session_id=row["session_id"])
     messages = MainMessage.objects.filter(scope)
     counts: dict[tuple[str, str], int] = {}
-    for (agent_id, session_id, _parent), names in subagent_runs(messages, messages).items():
+    for (agent_id, session_id, _parent), names in runs_started(messages, messages).items():
         counts[agent_id, session_id] = counts.get((agent_id, session_id), 0) + len(names)
     ended, consolidated = set(), set()
     runs = ConsolidationRun.objects.filter(scope).values_list(
@@ -261,23 +237,6 @@ def sessions(request: HttpRequest) -> HttpResponse:
     if filters.bad_sort:
         response.status_code = 400
     return response
-
-
-def _run_of(message: MainMessage) -> dict[str, Any] | None:
-    """The sub-agent run whose result this message is, if it is one (see subagents.runs).
-
-    Stored metadata may be odd (rows from before the API refused client-set run metadata,
-    imports): a run without a parent id and a name shows as a plain tool message.
-    """
-    if message.role != Role.TOOL or not isinstance(message.metadata, dict):
-        return None
-    run = message.metadata.get("subagent")
-    if not isinstance(run, dict):
-        return None
-    parent, name = run.get("parent_msg_id"), run.get("agent_name")
-    if type(parent) is not int or parent < 1 or not isinstance(name, str):
-        return None  # the run's link needs both
-    return run
 
 
 def message_url(agent_id: str, session_id: str, message_id: int) -> str:
@@ -401,12 +360,12 @@ def _session_context(
     last = page.paginator.num_pages
     timeline = list(page)
     ids = [message.pk for message in timeline]
-    runs = subagent_runs(
+    runs = runs_started(
         MainMessage.objects.filter(pk__in=ids),
         MainMessage.objects.filter(agent_id=agent_id, session_id=session_id),
     )
     for message in timeline:
-        message.run = _run_of(message)
+        message.run = result_run(message)
         # The runs this message started, each linked, finished or not.
         started = runs.get((agent_id, session_id, message.pk), {})
         message.started_runs = [

@@ -6,6 +6,7 @@ from django.db import models
 from django.db.models.functions import Now
 
 from memory.models import MainMessage
+from memory.subagent_run import REPLIES
 from memory.validation import IdentifierValidator
 
 
@@ -22,7 +23,7 @@ class SubagentMessage(models.Model):
         on_delete=models.DB_CASCADE,
         db_column="parent_msg_id",
         db_index=False,
-        related_name="subagent_messages",
+        related_name=REPLIES,  # memory reads the replies through it (memory.subagent_run)
     )
     session_id = models.TextField(validators=[IdentifierValidator("session_id")])
     agent_name = models.TextField(validators=[IdentifierValidator("agent_name")])

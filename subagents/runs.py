@@ -6,13 +6,12 @@ the run stores only its result, as a `tool` message in `main_messages` that link
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.db import transaction
 from django.db.models import QuerySet
 
-from memory.messages import RUN_METADATA_KEY, message_add
+from memory.messages import message_add
 from memory.models import MainMessage, Role
+from memory.subagent_run import SubagentRun, results_of
 from memory.tokens import estimate_tokens, truncate_to_tokens
 from memory.validation import Conflict, InvalidInput, check_content, check_identifier
 from subagents.models import SubagentMessage, SubagentRole
@@ -23,23 +22,8 @@ RESULT_TOKEN_LIMIT = 10_000
 
 def run_results(parent: MainMessage, agent_name: str | None = None) -> QuerySet[MainMessage]:
     """The result messages of the runs hanging from `parent` (one per finished run)."""
-    results = MainMessage.objects.filter(
-        agent_id=parent.agent_id, role=Role.TOOL, metadata__subagent__parent_msg_id=parent.pk
-    )
-    if agent_name is not None:
-        results = results.filter(metadata__subagent__agent_name=agent_name)
-    return results.order_by("id")
-
-
-def run_metadata(message: MainMessage) -> dict[str, Any]:
-    """What a result message records of its run (`metadata.subagent`), or {} without it.
-
-    Rows stored before the API refused client-set `metadata.subagent`, and imported rows, may
-    hold anything there: pages read it through this and never fail on it.
-    """
-    metadata = message.metadata if isinstance(message.metadata, dict) else {}
-    run = metadata.get(RUN_METADATA_KEY)
-    return run if isinstance(run, dict) else {}
+    results = MainMessage.objects.filter(results_of(parent.pk, agent_name))
+    return results.filter(agent_id=parent.agent_id).order_by("id")
 
 
 def _check_open(parent: MainMessage, agent_name: str) -> None:
@@ -97,12 +81,12 @@ def subagent_finish(*, parent: MainMessage, agent_name: str, content: str) -> Ma
             session_id=parent.session_id,
             role=Role.TOOL,
             content=result,
-            subagent_run={
-                "parent_msg_id": parent.pk,
-                "agent_name": agent_name,
-                "truncated": truncated,
-                "original_tokens": estimate_tokens(content),
-            },
+            subagent_run=SubagentRun(
+                parent_msg_id=parent.pk,
+                agent_name=agent_name,
+                truncated=truncated,
+                original_tokens=estimate_tokens(content),
+            ),
         )
 
 

@@ -9,37 +9,30 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.translation import gettext_lazy
 
 from memory.models import MainMessage
+from memory.subagent_run import UNNAMED_RUN, SubagentRun, run_in
 from memory.views import VIEW_SESSIONS
 from orca_memory.core.pages import needs, object_or_404, render_page
 from subagents.models import SubagentMessage
-from subagents.runs import run_metadata, run_results, subagent_transcript
-
-# A result whose stored run has no usable name (written before the API refused client-set
-# run metadata, or imported): shown under this, never a server error.
-UNNAMED_RUN = gettext_lazy("(no sub-agent name recorded)")
+from subagents.runs import run_results, subagent_transcript
 
 
 @dataclass
 class Run:
-    """What one sub-agent did for the parent message; `result` is None while it runs."""
+    """What one sub-agent did for the parent message; `result` is None while it runs, and
+    `record` what the result records of the run."""
 
     agent_name: str
     replies: list[SubagentMessage] = field(default_factory=list)
     result: MainMessage | None = None
+    record: SubagentRun | None = None
 
     @property
     def truncated(self) -> bool:
-        return bool(self.result and run_metadata(self.result).get("truncated") is True)
+        return self.record is not None and self.record.truncated
 
     @property
     def original_tokens(self) -> int | None:
-        tokens = run_metadata(self.result).get("original_tokens") if self.result else None
-        return tokens if type(tokens) is int else None
-
-
-def _name_of(result: MainMessage) -> str:
-    name = run_metadata(result).get("agent_name")
-    return name if isinstance(name, str) and name else str(UNNAMED_RUN)
+        return self.record.original_tokens if self.record is not None else None
 
 
 def runs_of(parent: MainMessage, agent_name: str | None = None) -> list[Run]:
@@ -51,8 +44,11 @@ def runs_of(parent: MainMessage, agent_name: str | None = None) -> list[Run]:
     for reply in replies:
         runs.setdefault(reply.agent_name, Run(reply.agent_name)).replies.append(reply)
     for result in run_results(parent, agent_name):
-        name = _name_of(result)
-        runs.setdefault(name, Run(name)).result = result
+        # Odd stored records (older rows, imports) show under a placeholder, never fail.
+        record = run_in(result.metadata)
+        name = record.label if record is not None else str(UNNAMED_RUN)
+        run = runs.setdefault(name, Run(name))
+        run.result, run.record = result, record
     return list(runs.values())
 
 

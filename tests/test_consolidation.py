@@ -18,6 +18,7 @@ from memory import consolidation, embeddings, tasks, vectors
 from memory.consolidation import consolidate_session, request_consolidation
 from memory.extraction import Extracted, speaks_for_a_person
 from memory.memories import by_a_person, memory_create
+from memory.messages import SessionEnded, session_end
 from memory.models import (
     AUTOMATIC_ACTORS,
     CLEANUP,
@@ -206,6 +207,43 @@ def test_ends_of_a_waiting_session_join_its_run(api, clock):
 
     assert {a["consolidation"] for a in answers} == {"deferred"}
     assert len({a["run_after"] for a in answers}) == 1
+    assert ConsolidationRun.objects.filter(session_id="s2").count() == 1
+
+
+def test_session_end_asks_for_the_sessions_run_and_says_which(clock):
+    say("hello", session_id="s1")
+
+    ended = session_end(agent_id="agent-a", session_id="s1")
+
+    assert ended == SessionEnded(session_id="s1", consolidation="queued", run_after=None)
+    run = ConsolidationRun.objects.get()
+    assert (run.session_id, run.trigger) == ("s1", "session_end")
+
+
+def test_session_end_finds_no_session_of_another_agent_and_asks_nothing(db):
+    say("hello", session_id="s1")
+
+    assert session_end(agent_id="agent-b", session_id="s1") is None
+    assert session_end(agent_id="agent-a", session_id="s2") is None
+    assert not ConsolidationRun.objects.exists()
+
+
+def test_the_api_answers_the_run_session_end_asked_for(api, clock):
+    # POST /sessions/{id}/end goes through session_end: a second end joins its run.
+    say("hello", session_id="s1")
+    say("hello again", session_id="s2")
+    session_end(agent_id="agent-a", session_id="s1")
+
+    ended = session_end(agent_id="agent-a", session_id="s2")
+    response = api.post("/sessions/s2/end")
+
+    assert ended is not None and ended.run_after == clock.now + timedelta(seconds=30)
+    assert response.status_code == 202
+    assert response.json() == {
+        "session_id": "s2",
+        "consolidation": "deferred",
+        "run_after": ended.run_after.isoformat().replace("+00:00", "Z"),
+    }
     assert ConsolidationRun.objects.filter(session_id="s2").count() == 1
 
 

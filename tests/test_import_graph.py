@@ -1,4 +1,5 @@
-"""The import graph of the project's packages has no cycle, and migrations import no live code.
+"""The import graph of the project's packages has no cycle, and migrations import no live code;
+one module owns the sub-agent run record and reads the sub-agent table's layout.
 
 The graph is read from the source with `ast`, not from what Python happened to import: every
 import statement counts, those inside functions too (a deferred import hides a cycle, it does
@@ -307,6 +308,85 @@ def test_it_lets_migrations_import_only_models_and_validators():
     assert live == set()
 
 
+# One owner per concept: the sub-agent run record (its metadata key, shape, parser and label)
+# and the way a main message reaches the sub-agent table are written in one module, a leaf of
+# `memory` that both apps import; `memory` never imports `subagents` to read sub-agent runs.
+RUN_OWNER = "memory.subagent_run"
+LEAVES = {
+    "memory",
+    "memory.dates",
+    "memory.models",
+    "memory.outage",
+    "memory.remote",
+    "memory.text",
+    "memory.tokens",
+    "memory.validation",
+}
+
+
+def run_layout_readers(path: Path, key: str, relation: str) -> list[str]:
+    """Where a file reads the sub-agent run's layout: the metadata key or the sub-agent
+    table's relation name, alone or in an ORM lookup path, as a string (`"subagent"`,
+    `"subagent_messages__agent_name"`), a lookup's keyword (`metadata__subagent__agent_name=`)
+    or an attribute (`message.subagent_messages`). The table's own name (`db_table`) and text
+    that only mentions them (docstrings, messages: they have spaces) are not reads."""
+    tree = ast.parse(path.read_text())
+    table_names = {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        and any(isinstance(target, ast.Name) and target.id == "db_table" for target in node.targets)
+    }
+
+    def names_it(text: str) -> bool:
+        parts = text.split("__")
+        return not any(c.isspace() for c in text) and (key in parts or relation in parts)
+
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value if id(node) not in table_names else ""
+        elif isinstance(node, ast.keyword):
+            text = node.arg or ""
+        elif isinstance(node, ast.Attribute):
+            text = node.attr
+        else:
+            continue
+        if text and names_it(text):
+            found.append(f"line {getattr(node, 'lineno', '?')}: {text}")
+    return found
+
+
+def test_it_lets_only_the_run_owner_read_the_subagent_tables_layout():
+    from memory.models import MainMessage
+    from memory.subagent_run import REPLIES, REPLY_AGENT_NAME, RUN_METADATA_KEY
+
+    # What the owner says of the layout is true: the relation reaches the sub-agent table,
+    # whose replies name their sub-agent in that field.
+    replies = MainMessage._meta.get_field(REPLIES).related_model
+    assert replies._meta.db_table == "subagent_messages"
+    replies._meta.get_field(REPLY_AGENT_NAME)  # raises FieldDoesNotExist if it is not one
+
+    modules = project_modules(ROOT)
+    wrong = [
+        f"{name} {read}"
+        for name, path in modules.items()
+        if name != RUN_OWNER and ".migrations." not in name
+        for read in run_layout_readers(path, RUN_METADATA_KEY, REPLIES)
+    ]
+
+    assert not wrong, f"read the sub-agent run's layout outside {RUN_OWNER}:\n" + "\n".join(wrong)
+
+
+def test_it_keeps_the_run_owner_a_leaf_that_both_apps_import():
+    graph = import_graph()
+
+    assert graph[RUN_OWNER] <= LEAVES, graph[RUN_OWNER] - LEAVES
+    importers = {module for module, targets in graph.items() if RUN_OWNER in targets}
+    assert {"memory.messages", "memory.views", "memory.context", "memory.forms"} <= importers
+    assert {"subagents.models", "subagents.runs", "subagents.views"} <= importers
+
+
 # --- the checker itself -------------------------------------------------------------------------
 
 
@@ -378,3 +458,29 @@ def test_it_resolves_relative_imports_and_ignores_names_that_are_not_modules(tmp
     assert graph["app.sub.inner"] == {"app", "app.top"}
     assert graph["app.top"] == {"app.sub", "app.sub.inner"}
     assert cycles(graph) == [["app.sub", "app.sub.inner", "app.top", "app.sub"]]
+
+
+def test_it_finds_every_read_of_the_run_layout_and_no_mention(tmp_path):
+    path = tmp_path / "reader.py"
+    path.write_text(
+        '"""Reads `metadata.subagent` through subagent_messages__agent_name."""\n'
+        "class Meta:\n"
+        '    db_table = "subagent_messages"\n'
+        'run = message.metadata.get("subagent")\n'
+        'names = parents.values_list("pk", "subagent_messages__agent_name")\n'
+        "started = parents.filter(subagent_messages__isnull=False)\n"
+        'done = results.filter(metadata__subagent__agent_name="coder")\n'
+        "replies = parent.subagent_messages.all()\n"
+        'other = ("subagents", "subagent_run", "metadata__has_key", "subagent_messages_role")\n'
+        'raise ValueError("metadata.subagent is reserved")\n'
+    )
+
+    found = run_layout_readers(path, "subagent", "subagent_messages")
+
+    assert sorted(found) == [
+        "line 4: subagent",
+        "line 5: subagent_messages__agent_name",
+        "line 6: subagent_messages__isnull",
+        "line 7: metadata__subagent__agent_name",
+        "line 8: subagent_messages",
+    ]

@@ -27,6 +27,7 @@ from django.conf import settings
 from django.db import OperationalError, connection
 from django.http import HttpResponse
 from django.test import Client as DjangoClient
+from django.utils import timezone
 from hypothesis import strategies as st
 from mcp import Client, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -37,6 +38,7 @@ from memory.auth import api_key_create, api_key_revoke
 from memory.models import ConsolidationRun, LongTermMemory, LongTermMemoryHistory, MainMessage
 from tests.helpers import ROOT, database_url, last_line, manage, service_env
 from tests.test_access_log import free_port, procfile_web_command, wait_for
+from tests.test_consolidation import Clock
 from tests.test_hostile_input import MCP_CASES
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -269,6 +271,22 @@ def test_it_ends_a_session_for_consolidation(live_server, key):
     assert ended["session_id"] == "s-1" and ended["consolidation"] in ("queued", "deferred")
     run = ConsolidationRun.objects.get(agent_id="agent-a", session_id="s-1")
     assert run.trigger == "session_end"
+
+
+def test_it_ends_a_session_with_the_apis_answer(live_server, key, api, monkeypatch):
+    # Both go through memory.messages.session_end: ending a waiting session joins its run,
+    # so the two answers name the same run, in the same words.
+    monkeypatch.setattr(timezone, "now", Clock(timezone.now().replace(microsecond=0)))
+    for session in ("s-1", "s-2"):
+        api.post(f"/sessions/{session}/messages", {"role": "user", "content": "hello"})
+    api.post("/sessions/s-1/end")  # the agent's window: s-2 waits 30 s
+    by_api = api.post("/sessions/s-2/end")
+
+    by_mcp = result(call(live_server.url, key, "end_session", session_id="s-2"))
+
+    assert by_api.status_code == 202 and by_api.json()["consolidation"] == "deferred"
+    assert by_mcp == by_api.json()
+    assert ConsolidationRun.objects.filter(session_id="s-2").count() == 1
 
 
 def test_another_agents_key_sees_none_of_it(live_server, key, other_key):

@@ -10,6 +10,7 @@ from django.urls import reverse
 
 from memory.messages import message_add
 from memory.models import MainMessage
+from memory.subagent_run import SubagentRun, result_run, run_in, with_run
 from subagents.runs import run_results
 
 pytestmark = pytest.mark.django_db
@@ -149,3 +150,50 @@ def test_a_result_without_a_name_shows_under_a_placeholder(admin_client):
     body = page.content.decode()
     assert page.status_code == 200
     assert "(no sub-agent name recorded)" in body and "orphan result" in body
+
+
+def test_a_run_record_reads_back_as_the_service_wrote_it():
+    run = SubagentRun(parent_msg_id=7, agent_name="coder", truncated=True, original_tokens=12)
+
+    metadata = with_run({"note": 1}, run)
+
+    assert metadata == {
+        "note": 1,
+        "subagent": {
+            "parent_msg_id": 7,
+            "agent_name": "coder",
+            "truncated": True,
+            "original_tokens": 12,
+        },
+    }
+    assert run_in(metadata) == run
+
+
+@pytest.mark.parametrize(
+    ("stored", "read"),
+    [
+        ({}, None),
+        ({"subagent": "coder"}, None),
+        ({"subagent": {}}, SubagentRun(parent_msg_id=None, agent_name=None)),
+        (
+            {"subagent": {"parent_msg_id": True, "agent_name": 7, "truncated": "yes"}},
+            SubagentRun(parent_msg_id=None, agent_name=None, truncated=False),
+        ),
+        (
+            {"subagent": {"parent_msg_id": 0, "agent_name": "", "original_tokens": "many"}},
+            SubagentRun(parent_msg_id=None, agent_name="", original_tokens=None),
+        ),
+    ],
+)
+def test_an_odd_stored_record_reads_field_by_field(stored, read):
+    assert run_in(stored) == read
+
+
+def test_only_a_tool_message_with_both_links_is_a_runs_result():
+    linked = {"subagent": {"parent_msg_id": 3, "agent_name": "coder"}}
+    unnamed = {"subagent": {"parent_msg_id": 3}}
+
+    assert result_run(MainMessage(role="tool", metadata=linked)) == SubagentRun(3, "coder")
+    assert result_run(MainMessage(role="assistant", metadata=linked)) is None
+    assert result_run(MainMessage(role="tool", metadata=unnamed)) is None
+    assert SubagentRun(3, None).label == "(no sub-agent name recorded)"
