@@ -23,6 +23,7 @@ from django.db import connections
 from tqdm import tqdm
 
 from bench.evaluation import (
+    FUSIONS,
     CachedEmbedder,
     ContextReport,
     Report,
@@ -35,7 +36,7 @@ from bench.evaluation import (
 from bench.tempdb import use_temporary_database
 from memory import maintenance
 from memory.maintenance import request_consolidation
-from memory.search import FUSIONS, MODES
+from memory.search import MODES
 from memory.vectors import embed_pending
 
 
