@@ -279,7 +279,7 @@ def folded_answer(text: str) -> str:
 
 def duplicate_share(context: Context) -> float:
     """The share of the context's item tokens that repeat another item of it, by the rule the
-    context itself dedups with (`says_the_same`): of two items that say the same, the shorter
+    context itself dedups with (`folded_say_the_same`): of two items that say the same, the shorter
     (or, as long, the later) counts as the repeat."""
     items = [item.content for layer in context.layers.values() for item in layer.items]
     texts = [folded(text) for text in items]
