@@ -1,7 +1,8 @@
 """Evaluations on LoCoMo-format data (see ../shared/data/locomo/README.md).
 
 Each conversation becomes one agent, each LoCoMo session one session. Evidence recall: every
-question is searched within its conversation's agent through the same `search()` the API uses.
+question is searched within its conversation's agent as the API's `search()` searches, with
+its fusion or another (`FUSIONS`).
 The offline extractor: what it makes of each session's messages, as consolidation feeds them,
 and how it does on a sample of user turns judged by hand (each turn with the memories a
 person would keep).
@@ -34,10 +35,26 @@ from memory.embeddings import Embedder, Signature, prefixed
 from memory.extraction import extract_with_sources, offline_extract
 from memory.messages import message_add
 from memory.models import MainMessage, MemoryType, Role
-from memory.search import search
+from memory.search import Fusion, Ranked, SearchQuery, candidates, fuse_weighted
 from memory.text import folded, folded_say_the_same
 from memory.tokens import estimate_tokens
-from memory.vectors import delete_with_vectors, embed_pending
+from memory.vectors import delete_with_vectors, embed_pending, query_embedding
+
+# Reciprocal rank fusion's constant, as its authors set it.
+RRF_K = 60
+
+
+def fuse_rrf(ranked: Sequence[Ranked]) -> dict[int, float]:
+    """Reciprocal rank fusion: sum of 1 / (60 + rank) over the lists a hit appears in; the
+    search's weighted fusion beat it (docs/EVALUATION.md)."""
+    return {
+        c.id: sum(1 / (RRF_K + rank) for rank in (c.lexical_rank, c.vector_rank) if rank)
+        for c in ranked
+    }
+
+
+# The fusions of a hybrid search `evaluate` compares (eval_locomo --fusion).
+FUSIONS: dict[str, Fusion] = {"rrf": fuse_rrf, "weighted": fuse_weighted}
 
 
 @dataclass
@@ -203,14 +220,12 @@ def evaluate(
             continue
         stored = _store_question(question, embedder) if store_question else None
         start = time.perf_counter()
-        result = search(
+        text = question["question"]
+        result = candidates(
             agent_id=question["conversation_id"],
-            query=question["question"],
-            mode=mode,
-            k=max(ks),
-            fusion=fusion,
-            embedder=embedder,
-        )
+            query=SearchQuery(text, mode=mode, k=max(ks)),
+            embedded=None if mode == "lexical" else query_embedding(text, embedder),
+        ).best(FUSIONS[fusion])
         report.latencies.append(time.perf_counter() - start)
         if stored is not None:
             delete_with_vectors(MainMessage.objects.filter(pk=stored.pk))
@@ -264,7 +279,7 @@ def folded_answer(text: str) -> str:
 
 def duplicate_share(context: Context) -> float:
     """The share of the context's item tokens that repeat another item of it, by the rule the
-    context itself dedups with (`says_the_same`): of two items that say the same, the shorter
+    context itself dedups with (`folded_say_the_same`): of two items that say the same, the shorter
     (or, as long, the later) counts as the repeat."""
     items = [item.content for layer in context.layers.values() for item in layer.items]
     texts = [folded(text) for text in items]

@@ -46,7 +46,7 @@ from memory.models import (
     ShortTermMemory,
 )
 from memory.schemas import MessageOut, Text, TextSchema
-from memory.search import MAX_K, search
+from memory.search import MAX_K, Mode, SearchQuery, search
 from memory.validation import (
     MAX_IDEMPOTENCY_KEY_CHARS,
     check_datetime,
@@ -174,7 +174,7 @@ class SearchFilters(TextSchema):
         description="what to look for, in any language: at least one letter or digit (a "
         "query of only spaces, punctuation, symbols or emoji has nothing to search for)"
     )
-    mode: Literal["hybrid", "lexical", "vector"] = "hybrid"
+    mode: Mode = "hybrid"
     k: int = Field(10, ge=1, le=MAX_K)
     session_id: str | None = None
     role: Role | None = None
@@ -191,6 +191,20 @@ class SearchFilters(TextSchema):
     @classmethod
     def _searchable(cls, value: str) -> str:
         return check_query("q", value)
+
+    def asked(self) -> SearchQuery:
+        """The search these fields ask for (the API's and MCP's), as the flow takes it."""
+        return SearchQuery(
+            self.q,
+            mode=self.mode,
+            k=self.k,
+            session_id=self.session_id,
+            role=self.role,
+            msg_type=self.msg_type,
+            since=self.since,
+            until=self.until,
+            exclude_session=self.exclude_session,
+        )
 
 
 class SearchHitOut(Schema):
@@ -593,18 +607,7 @@ def search_messages_by_post(request: HttpRequest, filters: SearchFilters) -> dic
 
 
 def _search_answer(agent_id: str, filters: SearchFilters) -> dict[str, Any]:
-    result = search(
-        agent_id=agent_id,
-        query=filters.q,
-        mode=filters.mode,
-        k=filters.k,
-        session_id=filters.session_id,
-        role=filters.role,
-        msg_type=filters.msg_type,
-        since=filters.since,
-        until=filters.until,
-        exclude_session=filters.exclude_session,
-    )
+    result = search(agent_id=agent_id, query=filters.asked())
     return {
         "query": filters.q,
         "mode": result.mode,

@@ -34,7 +34,7 @@ from memory.index_schema import query_terms
 from memory.memories import memories_like
 from memory.models import LongTermMemory, MainMessage, MemoryType, Role, ShortTermMemory
 from memory.relevance import MEMORY_FLOORS, Verdict, term_match, verdict
-from memory.search import MAX_K, SearchHit, search
+from memory.search import MAX_K, SearchHit, SearchQuery, search
 from memory.subagent_run import run_in
 from memory.text import folded, folded_say_the_same, has_terms, message_label, speaker
 from memory.tokens import estimate_tokens, truncate_to_tokens
@@ -871,11 +871,13 @@ def _recall(
     working_ids = {i.id for i in layers["working"].items}
     result = search(
         agent_id=agent_id,
-        query=query,
-        k=RECALL_CANDIDATES,
-        exclude_ids=working_ids,
+        query=SearchQuery(
+            query,
+            k=RECALL_CANDIDATES,
+            exclude_ids=frozenset(working_ids),
+            drop_echoes=False,  # the session's own messages are excluded by id
+        ),
         embedded=embedded,
-        drop_echoes=False,  # the session's own messages are excluded by id
         now=now,
     )
     degraded.extend(reason for reason in result.degraded if reason not in degraded)

@@ -26,7 +26,7 @@ from memory.models import (
     Role,
     ShortTermMemory,
 )
-from memory.search import MODES, SearchResult, search_agents
+from memory.search import MODES, SearchQuery, SearchResult, search_agents
 from memory.subagent_run import RUN_METADATA_KEY, stored_record
 from memory.validation import InvalidInput, check_content, check_query
 
@@ -230,10 +230,7 @@ class SearchForm(forms.Form):
         ),
     )
     agent = forms.ChoiceField(required=False)
-    # Hybrid first: the default, as the API's.
-    mode = forms.ChoiceField(
-        required=False, choices=[(m, m) for m in sorted(MODES, key="hybrid".__ne__)]
-    )
+    mode = forms.ChoiceField(required=False, choices=[(m, m) for m in MODES])  # hybrid first
     session = forms.CharField(
         required=False,
         max_length=200,
@@ -267,9 +264,8 @@ class SearchForm(forms.Form):
         """The best `k` messages of the chosen agent, or of every agent."""
         choice = self.cleaned_data
         since, until = choice.get("since"), choice.get("until")
-        return search_agents(
-            agent_ids=[choice["agent"]] if choice.get("agent") else self.agents,
-            query=choice["q"],
+        query = SearchQuery(
+            choice["q"],
             mode=choice.get("mode") or "hybrid",
             k=k,
             session_id=choice.get("session") or None,
@@ -277,6 +273,11 @@ class SearchForm(forms.Form):
             msg_type=choice.get("type") or None,
             since=_start_of(since) if since else None,
             until=_end_of(until) if until else None,
+            # A person searching wants every message: none is dropped as an echo.
+            drop_echoes=False,
+        )
+        return search_agents(
+            agent_ids=[choice["agent"]] if choice.get("agent") else self.agents, query=query
         )
 
 

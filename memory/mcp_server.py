@@ -74,7 +74,7 @@ from memory.memories import memories_of, memory_create, memory_expire, memory_up
 from memory.messages import message_keep, session_end
 from memory.models import MemoryType, MessageType, Role
 from memory.schemas import MessageOut
-from memory.search import MAX_K
+from memory.search import MAX_K, Mode
 from memory.search import search as search_messages
 from memory.validation import (
     MAX_ID,
@@ -308,7 +308,7 @@ def get_context(
 def search(
     query: Annotated[str, Field(description="what to look for, in any language")],
     mode: Annotated[
-        Literal["hybrid", "lexical", "vector"],
+        Mode,
         Field(description="hybrid (words and meaning), lexical (words) or vector (meaning)"),
     ] = "hybrid",
     k: Annotated[int, Field(description=f"how many messages, 1 to {MAX_K}")] = 10,
@@ -330,16 +330,7 @@ def search(
         since=since,
         until=until,
     )
-    result = search_messages(
-        agent_id=current_agent.get(),
-        query=filters.q,
-        mode=filters.mode,
-        k=filters.k,
-        session_id=filters.session_id,
-        role=filters.role,
-        since=filters.since,
-        until=filters.until,
-    )
+    result = search_messages(agent_id=current_agent.get(), query=filters.asked())
     found = {"query": filters.q, "mode": result.mode, "degraded": result.degraded}
     return SearchOut.model_validate({**found, "hits": result.hits}).model_dump(mode="json")
 

@@ -7,29 +7,63 @@ lexically and say why in `degraded`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal, get_args
 
 from django.utils import timezone
 
 from memory import index
-from memory.embeddings import Embedder
 from memory.index import Filter, Hit
 from memory.models import MainMessage
 from memory.text import folded
 from memory.validation import InvalidInput
 from memory.vectors import QueryEmbedding, query_embedding
 
-MODES = ("lexical", "vector", "hybrid")
+Mode = Literal["hybrid", "lexical", "vector"]
+# The one list of the search modes, hybrid (the default) first: the API's and MCP's schemas
+# (`Mode`), the dashboard's form and eval_locomo's --mode take them from here.
+MODES: tuple[str, ...] = get_args(Mode)
 # The most hits one search returns (the API's `k`).
 MAX_K = 100
 # Each list contributes this many candidates (at least) to the fusion.
 POOL = 50
-RRF_K = 60
 # How recent a message repeating the query must be to count as the caller's own question.
 ECHO_WINDOW = timedelta(minutes=10)
+
+
+@dataclass(frozen=True)
+class SearchQuery:
+    """What a search is asked, built once where the request comes in (the API's and MCP's
+    `SearchFilters.asked`, the dashboard's `SearchForm.search`, the context's recall) and never
+    changed on the way: the text, the mode, how many hits, and which messages count.
+
+    `since` and `until` are included, with any offset (a naive time is UTC). `exclude_ids`
+    and `exclude_session` are left out before the lists are fused, so that the caller's own
+    messages (the question it just stored) neither take places nor reshape the scores of the
+    others. Without them, `drop_echoes` leaves out a message just stored with the query's
+    text (`_without_echoes`); the context names its own messages instead, and a person
+    searching the dashboard wants every message.
+    """
+
+    text: str
+    mode: str = "hybrid"
+    k: int = 10
+    session_id: str | None = None
+    role: str | None = None
+    msg_type: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    exclude_ids: frozenset[int] = frozenset()
+    exclude_session: str | None = None
+    drop_echoes: bool = True
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise InvalidInput(f"mode must be one of {', '.join(MODES)}")
+        if not 1 <= self.k <= MAX_K:
+            raise InvalidInput(f"k must be between 1 and {MAX_K}")
 
 
 @dataclass(frozen=True)
@@ -60,6 +94,10 @@ class Ranked:
     vector_rank: int | None = None
 
 
+# Scores of a hybrid search's candidates from their places in both lists, by message id.
+Fusion = Callable[[Sequence[Ranked]], dict[int, float]]
+
+
 def _min_max(values: list[float]) -> list[float]:
     """Scores scaled to 0-1, an outlier at the top clipped to 1.
 
@@ -76,17 +114,9 @@ def _min_max(values: list[float]) -> list[float]:
     return [1.0 if high == low else min(1.0, (v - low) / (high - low)) for v in values]
 
 
-def fuse_rrf(candidates: list[Ranked]) -> dict[int, float]:
-    """Reciprocal rank fusion: sum of 1 / (60 + rank) over the lists a hit appears in."""
-    return {
-        c.id: sum(1 / (RRF_K + rank) for rank in (c.lexical_rank, c.vector_rank) if rank)
-        for c in candidates
-    }
-
-
-def fuse_weighted(candidates: list[Ranked], vector_weight: float = 0.3) -> dict[int, float]:
+def fuse_weighted(candidates: Sequence[Ranked], vector_weight: float = 0.3) -> dict[int, float]:
     """Min-max normalised scores of each list (see `_min_max`), 30% vector + 70% lexical; a
-    missing score is 0.
+    missing score is 0: the search's fusion.
 
     On LoCoMo this beat rank fusion, z-scores, BM25 saturation and the 70% vector / 30%
     lexical split of the design notes (docs/EVALUATION.md, "Results").
@@ -102,10 +132,39 @@ def fuse_weighted(candidates: list[Ranked], vector_weight: float = 0.3) -> dict[
     return scores
 
 
-FUSIONS: dict[str, Callable[[list[Ranked]], dict[int, float]]] = {
-    "rrf": fuse_rrf,
-    "weighted": fuse_weighted,
-}
+@dataclass(frozen=True)
+class Candidates:
+    """What the indexes found for a query, each message with its place in each list, before
+    they are scored and cut to the best k (`best`)."""
+
+    agent_id: str
+    mode: str  # the mode that answers: lexical when vectors could not be used
+    k: int
+    ranked: tuple[Ranked, ...]
+    degraded: tuple[str, ...]
+
+    def best(self, fuse: Fusion) -> SearchResult:
+        """The best k, hybrid candidates scored by `fuse`, the others by their one score."""
+        if self.mode == "hybrid":
+            scores = fuse(self.ranked)
+        else:
+            part = "vector" if self.mode == "vector" else "lexical"
+            scores = {c.id: getattr(c, part) for c in self.ranked}
+        best = sorted(self.ranked, key=lambda c: (-scores[c.id], c.id))[: self.k]
+        messages = MainMessage.objects.filter(agent_id=self.agent_id).in_bulk([c.id for c in best])
+        hits = [
+            SearchHit(
+                message=messages[c.id],
+                score=scores[c.id],
+                lexical_score=c.lexical,
+                vector_score=c.vector,
+                lexical_rank=c.lexical_rank,
+                vector_rank=c.vector_rank,
+            )
+            for c in best
+            if c.id in messages  # a vector whose message was deleted meanwhile
+        ]
+        return SearchResult(mode=self.mode, hits=hits, degraded=list(self.degraded))
 
 
 def _merge(lexical: list[Hit], vector: list[Hit]) -> list[Ranked]:
@@ -116,13 +175,6 @@ def _merge(lexical: list[Hit], vector: list[Hit]) -> list[Ranked]:
         seen = merged.get(hit.id, Ranked(hit.id))
         merged[hit.id] = Ranked(hit.id, seen.lexical, seen.lexical_rank, hit.score, rank)
     return list(merged.values())
-
-
-def _scores(candidates: list[Ranked], mode: str, fusion: str) -> dict[int, float]:
-    if mode == "hybrid":
-        return FUSIONS[fusion](candidates)
-    part = "vector" if mode == "vector" else "lexical"
-    return {c.id: getattr(c, part) for c in candidates}
 
 
 def _utc(moment: datetime) -> datetime:
@@ -149,179 +201,142 @@ def _epoch_seconds(moment: datetime) -> int:
 
 
 def _filters(
-    role: str | None,
-    msg_type: str | None,
+    query: SearchQuery,
     since: datetime | None,
     until: datetime | None,
     *,
     time_column: str,
     time_value: Callable[[datetime], Any],
-) -> list[Filter]:
-    """The search's filters for one index; each names its time column its own way."""
-    filters = []
-    if role is not None:
-        filters.append(Filter("role", "=", role))
-    if msg_type is not None:
-        filters.append(Filter("msg_type", "=", msg_type))
-    if since is not None:
-        filters.append(Filter(time_column, ">=", time_value(since)))
-    if until is not None:
-        filters.append(Filter(time_column, "<=", time_value(until)))
-    return filters
+) -> tuple[Filter, ...]:
+    """The query's filters for one index, each index naming its time column its own way; the
+    session's, which the indexes take differently, are the caller's."""
+    wanted = (
+        ("role", "=", query.role),
+        ("msg_type", "=", query.msg_type),
+        (time_column, ">=", None if since is None else time_value(since)),
+        (time_column, "<=", None if until is None else time_value(until)),
+    )
+    return tuple(Filter(column, op, value) for column, op, value in wanted if value is not None)
+
+
+def _without_session(query: SearchQuery) -> tuple[Filter, ...]:
+    if query.exclude_session is None:
+        return ()
+    return (Filter("session_id", "!=", query.exclude_session),)
 
 
 def search(
     *,
     agent_id: str,
-    query: str,
-    mode: str = "hybrid",
-    k: int = 10,
-    session_id: str | None = None,
-    role: str | None = None,
-    msg_type: str | None = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
-    exclude_ids: Collection[int] = (),
-    exclude_session: str | None = None,
-    embedder: Embedder | None = None,
+    query: SearchQuery,
     embedded: QueryEmbedding | None = None,
-    drop_echoes: bool = True,
-    fusion: str = "weighted",
     now: datetime | None = None,
 ) -> SearchResult:
-    """The agent's k best messages for the query; sub-agent transcripts are never searched.
+    """The agent's best messages for the query, hybrid candidates fused by `fuse_weighted`;
+    sub-agent transcripts are never searched.
 
-    `exclude_ids` and `exclude_session` are left out before the lists are fused, so that the
-    caller's own messages (the question it just stored) neither take places nor reshape the
-    scores of the others. Without them, `drop_echoes` leaves out a message just stored with
-    the query's text (`_without_echoes`); the context names its own messages instead.
-    `embedded` is the query's vector when the caller has it already.
+    `embedded` is the query's vector when the caller has it already (the context's recall);
+    `now` is when relative dates in the query count from (the context's one clock; the time
+    of the call otherwise).
     """
-    if mode not in MODES:
-        raise InvalidInput(f"mode must be one of {', '.join(MODES)}")
-    if not 1 <= k <= MAX_K:
-        raise InvalidInput(f"k must be between 1 and {MAX_K}")
+    return candidates(agent_id=agent_id, query=query, embedded=embedded, now=now).best(
+        fuse_weighted
+    )
+
+
+def candidates(
+    *,
+    agent_id: str,
+    query: SearchQuery,
+    embedded: QueryEmbedding | None = None,
+    now: datetime | None = None,
+) -> Candidates:
+    """`search` before its fusion: the candidates of both indexes, merged. The evaluation calls
+    it to compare other fusions (bench.evaluation.FUSIONS)."""
     # One instant for both indexes, whatever offset it was given with.
-    since = None if since is None else _utc(since)
-    until = None if until is None else _utc(until)
+    since = None if query.since is None else _utc(query.since)
+    until = None if query.until is None else _utc(query.until)
     # One more than needed: the caller's own question may be among them (`_without_echoes`).
-    pool = (max(k, POOL) if mode == "hybrid" else k) + 1
+    pool = (max(query.k, POOL) if query.mode == "hybrid" else query.k) + 1
+    mode = query.mode
     degraded: list[str] = []
     vectors: list[Hit] = []
     if mode != "lexical":
-        embedded = embedded or query_embedding(query, embedder)
-        if embedded.vector is None:
-            degraded.append(str(embedded.reason))
+        embedding = embedded or query_embedding(query.text)
+        if embedding.vector is None:
+            degraded.append(str(embedding.reason))
             mode = "lexical"
         else:
             vectors = _vector_hits(
                 agent_id,
-                embedded.vector,
+                embedding.vector,
                 pool,
-                exclude_ids,
-                exclude_session,
-                session_id,
-                _filters(
-                    role,
-                    msg_type,
-                    since,
-                    until,
-                    time_column="created_at",
-                    time_value=_epoch_seconds,
-                ),
+                query,
+                _filters(query, since, until, time_column="created_at", time_value=_epoch_seconds),
             )
     lexical: list[Hit] = []
     if mode != "vector":
-        filters = _filters(
-            role, msg_type, since, until, time_column="timestamp", time_value=_stored_time
-        )
-        if exclude_session is not None:
-            filters.append(Filter("session_id", "!=", exclude_session))
+        filters = _filters(query, since, until, time_column="timestamp", time_value=_stored_time)
         lexical = index.lexical_search(
             index.MESSAGE_TEXT,
             agent_id=agent_id,
-            query=query,
+            query=query.text,
             k=pool,
-            session_id=session_id,
-            filters=filters,
-            exclude=exclude_ids,
+            session_id=query.session_id,
+            filters=(*filters, *_without_session(query)),
+            exclude=query.exclude_ids,
             now=now or timezone.now(),
         )
-    candidates = _merge(lexical, vectors)
-    if drop_echoes:
-        candidates = _without_echoes(candidates, query)
-    scores = _scores(candidates, mode, fusion)
-    best = sorted(candidates, key=lambda c: (-scores[c.id], c.id))[:k]
-    messages = MainMessage.objects.filter(agent_id=agent_id).in_bulk([c.id for c in best])
-    hits = [
-        SearchHit(
-            message=messages[c.id],
-            score=scores[c.id],
-            lexical_score=c.lexical,
-            vector_score=c.vector,
-            lexical_rank=c.lexical_rank,
-            vector_rank=c.vector_rank,
-        )
-        for c in best
-        if c.id in messages  # a vector whose message was deleted meanwhile
-    ]
-    return SearchResult(mode=mode, hits=hits, degraded=degraded)
+    ranked = _merge(lexical, vectors)
+    if query.drop_echoes:
+        ranked = _without_echoes(ranked, query.text)
+    return Candidates(agent_id, mode, query.k, tuple(ranked), tuple(degraded))
 
 
-def search_agents(
-    *, agent_ids: Sequence[str], query: str, mode: str = "hybrid", k: int = 10, **filters: Any
-) -> SearchResult:
+def search_agents(*, agent_ids: Sequence[str], query: SearchQuery) -> SearchResult:
     """`search` over several agents (the dashboard's search of all agents): each agent is
     searched alone, as every index is scoped to one, and the hits are ordered by their score
-    in their own agent's search, the best k kept. A person searching wants every message, so
-    none is dropped as an echo."""
+    in their own agent's search, the best k kept."""
     hits: list[SearchHit] = []
     modes: set[str] = set()
     degraded: list[str] = []
     for agent_id in agent_ids:
-        result = search(
-            agent_id=agent_id, query=query, mode=mode, k=k, drop_echoes=False, **filters
-        )
+        result = search(agent_id=agent_id, query=query)
         hits += result.hits
         modes.add(result.mode)
         degraded += [reason for reason in result.degraded if reason not in degraded]
     hits.sort(key=lambda hit: (-hit.score, hit.message.pk))
-    answered = modes.pop() if len(modes) == 1 else ("mixed" if modes else mode)
-    return SearchResult(mode=answered, hits=hits[:k], degraded=degraded)
+    answered = modes.pop() if len(modes) == 1 else ("mixed" if modes else query.mode)
+    return SearchResult(mode=answered, hits=hits[: query.k], degraded=degraded)
 
 
-def _without_echoes(candidates: list[Ranked], query: str) -> list[Ranked]:
+def _without_echoes(ranked: list[Ranked], query: str) -> list[Ranked]:
     """Leave out the caller's own question: a message stored in the last minutes whose text
     is the query itself. An agent stores the user's message, then searches with it; that
     message would take the first place and tell the agent nothing it does not know."""
     since = timezone.now() - ECHO_WINDOW
     recent = MainMessage.objects.filter(
-        pk__in=[c.id for c in candidates], timestamp__gte=since
+        pk__in=[c.id for c in ranked], timestamp__gte=since
     ).values_list("pk", "content")
     echoes = {pk for pk, content in recent if folded(content) == folded(query)}
-    return [c for c in candidates if c.id not in echoes]
+    return [c for c in ranked if c.id not in echoes]
 
 
 def _vector_hits(
     agent_id: str,
     vector: tuple[float, ...],
     k: int,
-    exclude_ids: Collection[int],
-    exclude_session: str | None,
-    session_id: str | None,
-    filters: list[Filter],
+    query: SearchQuery,
+    filters: tuple[Filter, ...],
 ) -> list[Hit]:
     """KNN over the agent's message vectors; excluded ids are fetched beyond k, then dropped
     (vec0 cannot filter on its primary key)."""
-    if session_id is not None:
-        filters.append(Filter("session_id", "=", session_id))
-    if exclude_session is not None:
-        filters.append(Filter("session_id", "!=", exclude_session))
+    session = () if query.session_id is None else (Filter("session_id", "=", query.session_id),)
     hits = index.knn(
         index.MESSAGE_VECTORS,
         agent_id=agent_id,
         embedding=vector,
-        k=min(k + len(exclude_ids), index.KNN_MAX_K),
-        filters=filters,
+        k=min(k + len(query.exclude_ids), index.KNN_MAX_K),
+        filters=(*filters, *session, *_without_session(query)),
     )
-    return [hit for hit in hits if hit.id not in exclude_ids][:k]
+    return [hit for hit in hits if hit.id not in query.exclude_ids][:k]

@@ -142,13 +142,9 @@ def text_similarity(a: str, b: str) -> float:
     return _dice(folded(a), folded(b))
 
 
-def says_the_same(a: str, b: str, *, threshold: float = DUPLICATE_TEXT_SIMILARITY) -> bool:
-    """Whether one text contains the other, or they are more than `threshold` similar."""
-    return folded_say_the_same(folded(a), folded(b), threshold=threshold)
-
-
 def folded_say_the_same(a: str, b: str, *, threshold: float = DUPLICATE_TEXT_SIMILARITY) -> bool:
-    """`says_the_same` for texts already folded (a caller comparing many pairs folds once).
+    """Whether one folded text (`folded`) contains the other, or they are more than
+    `threshold` similar; callers compare many pairs, so each text is folded once.
 
     Texts whose lengths differ too much cannot pass the threshold (Dice is at most
     2 * shorter / (shorter + longer)): they are told apart without counting bigrams, which

@@ -55,7 +55,6 @@ INSTALLED_APPS = [
     "ninja",
     "memory",
     "subagents",
-    "bench",  # benchmark and evaluation commands; nothing of the product imports it
     # After memory: memory's `db_worker` command replaces this package's (see its docstring).
     "django_tasks_db",
 ]

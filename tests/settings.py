@@ -18,7 +18,8 @@ for name in list(os.environ):
 # Lexical-only unless a test installs an embedder (tests/fakes.py, the `fake_embedder` fixture).
 os.environ["ORCA_EMBEDDING_PROVIDER"] = "none"
 
-from orca_memory.settings import *  # noqa: E402, F403
+# With the bench app, as manage.py's commands: tests run its commands in-process too.
+from orca_memory.settings_bench import *  # noqa: E402, F403
 
 TASKS = {"default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"}}
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

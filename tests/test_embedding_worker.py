@@ -12,7 +12,7 @@ from memory.context import context_build
 from memory.embeddings import EmbeddingError, InputRejected
 from memory.health import service_health
 from memory.models import MainMessage, VectorIndexState
-from memory.search import search
+from memory.search import SearchQuery, search
 from tests.factories import add_message
 from tests.fakes import FakeEmbedder
 
@@ -196,7 +196,10 @@ def test_the_tables_adopt_a_new_provider_while_empty_and_refuse_it_once_filled(f
     assert "run `python manage.py reembed`" in status.reason
     with pytest.raises(vectors.SignatureMismatch):
         vectors.embed_pending(embedder=other)
-    result = search(agent_id="a1", query="embedded provider", mode="hybrid", embedder=other)
+    query = "embedded provider"
+    result = search(
+        agent_id="a1", query=SearchQuery(query), embedded=vectors.query_embedding(query, other)
+    )
     assert result.mode == "lexical" and "reembed" in result.degraded[0]
 
     vectors.rebuild_index(other.signature)  # what reembed does first
@@ -213,7 +216,9 @@ def test_before_the_workers_first_run_queries_degrade_instead_of_failing(fake_em
     context = context_build(
         agent_id="a1", session_id="s1", query="where?", model_window=8192, embedder=small
     )
-    result = search(agent_id="a1", query="Lyon", mode="hybrid", embedder=small)
+    result = search(
+        agent_id="a1", query=SearchQuery("Lyon"), embedded=vectors.query_embedding("Lyon", small)
+    )
 
     reason = f"no vectors of {small.signature} yet: the task worker prepares the index"
     assert reason in context.degraded[0] and reason in result.degraded[0]

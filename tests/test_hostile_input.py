@@ -39,6 +39,7 @@ from memory.management.commands import local_postgres
 from memory.memories import memory_create
 from memory.messages import message_add
 from memory.models import LongTermMemory, MainMessage
+from memory.search import MODES
 from memory.validation import row_id
 from tests.helpers import ROOT, last_line, manage, service_env
 from tests.test_access_log import free_port, procfile_web_command, wait_for
@@ -75,7 +76,6 @@ def escaped(content: str) -> str:
 
 
 NON_FINITE = ("NaN", "Infinity", "-Infinity", "1e400")
-MODES = ("lexical", "vector", "hybrid")
 METADATA_LIMIT = 64 * 1024  # the default max_metadata_bytes
 # Bidirectional controls, zero-width and other invisible characters (Unicode category Cf).
 FORMAT_CHARACTERS = ("\u202e", "\u2066", "\u200f", "\u061c", "\u200b", "\u200d", "\u2060", "\ufeff")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -9,9 +10,10 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
+from bench.evaluation import fuse_rrf
 from memory import vectors
 from memory.models import MainMessage
-from memory.search import search
+from memory.search import SearchQuery, candidates, fuse_weighted, search
 from memory.validation import InvalidInput
 from subagents.runs import subagent_record
 from tests.factories import add_message
@@ -52,7 +54,7 @@ def ids(result) -> list[int]:
 
 
 def test_lexical_mode_ranks_by_bm25_with_its_score(corpus):
-    result = search(agent_id="a1", query="green tea", mode="lexical")
+    result = search(agent_id="a1", query=SearchQuery("green tea", mode="lexical"))
     assert result.mode == "lexical" and result.degraded == []
     assert ids(result) == [corpus["tea"].pk]
     hit = result.hits[0]
@@ -61,7 +63,7 @@ def test_lexical_mode_ranks_by_bm25_with_its_score(corpus):
 
 
 def test_vector_mode_ranks_by_cosine_similarity(corpus):
-    result = search(agent_id="a1", query="morning tea drink", mode="vector", k=2)
+    result = search(agent_id="a1", query=SearchQuery("morning tea drink", mode="vector", k=2))
     assert result.mode == "vector"
     assert ids(result)[0] == corpus["tea"].pk
     top = result.hits[0]
@@ -70,7 +72,9 @@ def test_vector_mode_ranks_by_cosine_similarity(corpus):
 
 
 def test_hybrid_mode_fuses_both_lists_and_explains_each_hit(corpus):
-    result = search(agent_id="a1", query="green tea in the morning", mode="hybrid", k=3)
+    result = search(
+        agent_id="a1", query=SearchQuery("green tea in the morning", mode="hybrid", k=3)
+    )
     assert result.mode == "hybrid"
     top = result.hits[0]
     assert top.message.pk == corpus["tea"].pk
@@ -78,7 +82,16 @@ def test_hybrid_mode_fuses_both_lists_and_explains_each_hit(corpus):
     assert top.score == pytest.approx(1.0)  # best of both lists: 0.3 x 1 + 0.7 x 1
     assert all(0 <= hit.score <= 1 for hit in result.hits)
     assert all(hit.message.agent_id == "a1" for hit in result.hits)
-    rrf = search(agent_id="a1", query="green tea in the morning", mode="hybrid", fusion="rrf")
+
+
+def test_search_is_its_candidates_fused_by_weight_and_the_evaluation_can_fuse_them_otherwise(
+    corpus,
+):
+    query = SearchQuery("green tea in the morning", mode="hybrid", k=3)
+    found = candidates(agent_id="a1", query=query)
+    assert found.best(fuse_weighted) == search(agent_id="a1", query=query)
+    rrf = found.best(fuse_rrf)
+    assert rrf.hits[0].message.pk == corpus["tea"].pk
     assert rrf.hits[0].score == pytest.approx(2 / 61)  # 1 / (60 + rank 1), in both lists
 
 
@@ -86,7 +99,10 @@ def test_hybrid_mode_fuses_both_lists_and_explains_each_hit(corpus):
 def test_filters_apply_in_every_mode(corpus, mode):
     def found(**filters) -> list[int]:
         return ids(
-            search(agent_id="a1", query="tea coffee hiking ship", mode=mode, k=10, **filters)
+            search(
+                agent_id="a1",
+                query=SearchQuery("tea coffee hiking ship", mode=mode, k=10, **filters),
+            )
         )
 
     assert found(session_id="s2") == [corpus["hiking"].pk]
@@ -95,6 +111,26 @@ def test_filters_apply_in_every_mode(corpus, mode):
     assert found(until=CORPUS_TIME - timedelta(days=1)) == []
     assert len(found(since=CORPUS_TIME - timedelta(days=1))) == 4
     assert found(since=CORPUS_TIME + timedelta(minutes=1)) == []
+
+
+@pytest.mark.parametrize("mode", ["lexical", "vector", "hybrid"])
+def test_a_query_is_searched_as_built_however_often(corpus, mode):
+    query = SearchQuery(
+        "tea coffee hiking ship",
+        mode=mode,
+        session_id="s2",
+        exclude_session="s3",
+        exclude_ids=frozenset({corpus["tea"].pk}),
+        since=datetime(2023, 5, 8, 21, 56, tzinfo=timezone.get_fixed_timezone(480)),
+    )
+    copy = dataclasses.replace(query)
+
+    first = search(agent_id="a1", query=query)
+
+    assert search(agent_id="a1", query=query) == first and ids(first) == [corpus["hiking"].pk]
+    assert query == copy
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        query.session_id = "s3"  # type: ignore[misc]
 
 
 def test_since_and_until_with_an_offset_find_the_same_rows_in_every_mode(fake_embedder, api_for):
@@ -113,23 +149,26 @@ def test_since_and_until_with_an_offset_find_the_same_rows_in_every_mode(fake_em
         assert [hit["message"]["id"] for hit in until["hits"]] == [early.pk], mode
     west = search(
         agent_id="a1",
-        query="tea",
-        mode="lexical",
-        since=datetime.fromisoformat("2024-04-30T21:30-04:00"),
+        query=SearchQuery(
+            "tea", mode="lexical", since=datetime.fromisoformat("2024-04-30T21:30-04:00")
+        ),
     )
     assert ids(west) == [late.pk]  # 01:30 UTC
 
 
 def test_a_since_beyond_utc_is_refused_before_searching(corpus):
     with pytest.raises(InvalidInput):
-        search(agent_id="a1", query="tea", since=datetime.fromisoformat("0001-01-01T00:30+01:00"))
+        search(
+            agent_id="a1",
+            query=SearchQuery("tea", since=datetime.fromisoformat("0001-01-01T00:30+01:00")),
+        )
 
 
 def test_without_vectors_it_answers_lexically_and_says_why(corpus, monkeypatch):
     from memory import embeddings
 
     monkeypatch.setattr(embeddings, "configured_embedder", lambda: None)
-    result = search(agent_id="a1", query="green tea", mode="hybrid")
+    result = search(agent_id="a1", query=SearchQuery("green tea", mode="hybrid"))
     assert result.mode == "lexical"
     assert result.degraded == ["vector search is unavailable: no embedding provider is configured"]
     assert ids(result) == [corpus["tea"].pk]
@@ -137,8 +176,8 @@ def test_without_vectors_it_answers_lexically_and_says_why(corpus, monkeypatch):
 
 def test_query_embeddings_are_cached(corpus, fake_embedder):
     calls = len(fake_embedder.calls)
-    search(agent_id="a1", query="a repeated question", mode="vector")
-    search(agent_id="a1", query="a repeated question", mode="hybrid")
+    search(agent_id="a1", query=SearchQuery("a repeated question", mode="vector"))
+    search(agent_id="a1", query=SearchQuery("a repeated question", mode="hybrid"))
     assert len(fake_embedder.calls) == calls + 1
 
 
@@ -150,15 +189,15 @@ def test_subagent_transcripts_are_never_searched(corpus, fake_embedder):
     for mode in ("lexical", "vector", "hybrid"):
         assert all(
             "zebra" not in hit.message.content
-            for hit in search(agent_id="a1", query="zebra", mode=mode).hits
+            for hit in search(agent_id="a1", query=SearchQuery("zebra", mode=mode)).hits
         )
 
 
-def test_it_refuses_bad_modes_and_sizes(corpus):
-    with pytest.raises(InvalidInput):
-        search(agent_id="a1", query="x", mode="semantic")
-    with pytest.raises(InvalidInput):
-        search(agent_id="a1", query="x", k=0)
+def test_it_refuses_bad_modes_and_sizes():
+    with pytest.raises(InvalidInput, match="mode must be one of hybrid, lexical, vector"):
+        SearchQuery("x", mode="semantic")
+    with pytest.raises(InvalidInput, match="k must be between 1 and 100"):
+        SearchQuery("x", k=0)
 
 
 def test_the_endpoint_searches_only_the_keys_agent(corpus, api_for):
@@ -184,7 +223,7 @@ def test_the_chinese_set_finds_every_expected_message_lexically():
     rows = [add_message(text, session_id=f"s{i}") for i, text in enumerate(CHINESE_SET["messages"])]
     misses = []
     for case in CHINESE_SET["queries"]:
-        found = ids(search(agent_id="a1", query=case["query"], mode="lexical", k=3))
+        found = ids(search(agent_id="a1", query=SearchQuery(case["query"], mode="lexical", k=3)))
         expected = [rows[i].pk for i in case["expect"]]
         if not set(expected) <= set(found):
             misses.append((case["query"], [r.content for r in rows if r.pk in found]))
@@ -202,7 +241,11 @@ def test_the_dated_set_finds_the_messages_of_the_days_it_names_lexically():
             for i, (at, text) in enumerate(part["messages"])
         ]
         for case in part["queries"]:
-            found = ids(search(agent_id=agent, query=case["query"], mode="lexical", k=3, now=now))
+            found = ids(
+                search(
+                    agent_id=agent, query=SearchQuery(case["query"], mode="lexical", k=3), now=now
+                )
+            )
             every = {rows[i].pk for i in case.get("expect", [])}
             any_of = {rows[i].pk for i in case.get("expect_any", [])}
             if not every <= set(found) or (any_of and not any_of & set(found)):
@@ -216,7 +259,9 @@ def test_a_weekday_of_last_week_finds_the_message_of_that_day():
     add_message("我们讨论了预算", timestamp=datetime(2023, 5, 10, 15, 0, tzinfo=UTC))
     add_message("我们讨论了预算", timestamp=datetime(2023, 4, 26, 15, 0, tzinfo=UTC))
 
-    result = search(agent_id="a1", query="上周三讨论了什么？", mode="lexical", now=thursday)
+    result = search(
+        agent_id="a1", query=SearchQuery("上周三讨论了什么？", mode="lexical"), now=thursday
+    )
     assert ids(result)[0] == wednesday.pk
     assert result.hits[0].lexical_score > result.hits[1].lexical_score
 
@@ -261,11 +306,15 @@ def test_a_stored_question_leaves_the_other_hits_in_their_order(
     for text in [evidence, *others]:
         add_message(text, session_id="past")
     vectors.embed_pending()
-    before = [h.message.pk for h in search(agent_id="a1", query=question, mode=mode).hits]
+    before = [
+        h.message.pk for h in search(agent_id="a1", query=SearchQuery(question, mode=mode)).hits
+    ]
 
     stored = add_message(question, session_id="new")  # as an agent does before it asks
     vectors.embed_pending()
-    after = [h.message.pk for h in search(agent_id="a1", query=question, mode=mode).hits]
+    after = [
+        h.message.pk for h in search(agent_id="a1", query=SearchQuery(question, mode=mode)).hits
+    ]
 
     assert stored.pk not in after
     assert after == before and MainMessage.objects.get(content=evidence).pk in after
@@ -273,9 +322,10 @@ def test_a_stored_question_leaves_the_other_hits_in_their_order(
 
 def test_an_old_message_that_repeats_the_query_is_still_found():
     old = add_message("where is the red kayak", timestamp=timezone.now() - timedelta(hours=1))
-    assert [h.message.pk for h in search(agent_id="a1", query="where is the red kayak").hits] == [
-        old.pk
-    ]
+    assert [
+        h.message.pk
+        for h in search(agent_id="a1", query=SearchQuery("where is the red kayak")).hits
+    ] == [old.pk]
 
 
 def test_search_can_leave_out_a_session_or_messages(fake_embedder):
@@ -284,8 +334,10 @@ def test_search_can_leave_out_a_session_or_messages(fake_embedder):
     other = add_message("a blue kayak for sale", session_id="past")
     vectors.embed_pending()
 
-    by_session = search(agent_id="a1", query="blue kayak", exclude_session="now").hits
-    by_id = search(agent_id="a1", query="blue kayak", exclude_ids=[other.pk]).hits
+    by_session = search(agent_id="a1", query=SearchQuery("blue kayak", exclude_session="now")).hits
+    by_id = search(
+        agent_id="a1", query=SearchQuery("blue kayak", exclude_ids=frozenset([other.pk]))
+    ).hits
 
     assert {h.message.pk for h in by_session} == {kept.pk, other.pk}
     assert {h.message.pk for h in by_id} == {kept.pk, current.pk}
@@ -301,7 +353,7 @@ def test_a_chinese_query_with_an_english_only_model_is_answered_lexically(monkey
     add_message("我喜欢喝绿茶")
     vectors.embed_pending()
 
-    result = search(agent_id="a1", query="绿茶")
+    result = search(agent_id="a1", query=SearchQuery("绿茶"))
 
     assert result.mode == "lexical" and len(result.hits) == 1
     assert result.degraded == [

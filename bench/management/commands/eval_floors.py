@@ -27,7 +27,7 @@ from bench.tempdb import use_temporary_database
 from memory.context import RECALL_CANDIDATES
 from memory.index_schema import query_terms
 from memory.relevance import TermMatch, term_match, verdict
-from memory.search import search
+from memory.search import SearchQuery, search
 from memory.text import message_label
 from memory.vectors import embed_pending, query_embedding
 
@@ -68,10 +68,8 @@ class Command(BaseCommand):
             embedded = query_embedding(question["question"], cached)
             result = search(
                 agent_id=question["conversation_id"],
-                query=question["question"],
-                k=RECALL_CANDIDATES,
+                query=SearchQuery(question["question"], k=RECALL_CANDIDATES, drop_echoes=False),
                 embedded=embedded,
-                drop_echoes=False,
                 now=now,
             )
             terms = query_terms(question["question"], now=now)

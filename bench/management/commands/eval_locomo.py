@@ -23,6 +23,7 @@ from django.db import connections
 from tqdm import tqdm
 
 from bench.evaluation import (
+    FUSIONS,
     CachedEmbedder,
     ContextReport,
     Report,
@@ -36,7 +37,7 @@ from bench.tempdb import use_temporary_database
 from memory import consolidation
 from memory.consolidation import request_consolidation
 from memory.models import Trigger
-from memory.search import FUSIONS, MODES
+from memory.search import MODES
 from memory.vectors import embed_pending
 
 

@@ -181,6 +181,9 @@ class Command(BaseCommand):
             env = {**os.environ, **provider, "ORCA_HOME": home, "PYTHONUNBUFFERED": "1"}
             env.pop("ORCA_DB_PATH", None)
             env.pop("ORCA_DATA_DIR", None)
+            # Each process chooses its settings as under `make run`: the one manage.py chose
+            # for this command (with the bench app) is not the server's.
+            env.pop("DJANGO_SETTINGS_MODULE", None)
             if url:
                 env["ORCA_DATABASE_URL"] = url
             self._manage(env, "migrate", "--no-input")

@@ -1,0 +1,72 @@
+"""The `bench` app (benchmarks and evaluations) is in manage.py's commands, never in what
+serves: the web application (wsgi.py), the task worker and the MCP server over stdio."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from importlib import import_module
+
+import pytest
+
+import orca_memory.settings
+from manage import settings_module
+from tests.helpers import ROOT, last_line, manage, service_env
+
+
+def test_the_task_worker_and_mcp_over_stdio_load_the_services_settings_without_bench():
+    for command in ("db_worker", "mcp_stdio"):
+        chosen = import_module(settings_module(["manage.py", command, "--agent", "a1"]))
+        assert chosen is orca_memory.settings
+        assert "bench" not in chosen.INSTALLED_APPS
+    # The Procfile's worker is that command.
+    assert "python manage.py db_worker;" in (ROOT / "Procfile").read_text()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["manage.py"],
+        ["manage.py", "help"],
+        ["manage.py", "eval_locomo", "data"],
+        ["manage.py", "migrate"],
+    ],
+)
+def test_every_other_command_has_the_services_apps_and_bench(argv):
+    installed = import_module(settings_module(argv)).INSTALLED_APPS
+    assert installed == [*orca_memory.settings.INSTALLED_APPS, "bench"]
+
+
+@pytest.mark.slow
+def test_the_web_application_neither_installs_nor_imports_bench(tmp_path):
+    script = (
+        "import sys, orca_memory.wsgi\n"
+        "from django.apps import apps\n"
+        "print(apps.is_installed('bench'), sorted(m for m in sys.modules if m.split('.')[0] == 'bench'))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        env=service_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert last_line(result) == "False []"
+
+
+@pytest.mark.slow
+def test_manage_py_help_lists_the_bench_commands(tmp_path):
+    listed = manage(tmp_path, "help").stdout
+
+    bench = listed.split("[bench]")[1].split("[")[0].split()
+    assert bench == [
+        "bench_context",
+        "bench_embedding",
+        "bench_knn",
+        "eval_extractor",
+        "eval_floors",
+        "eval_locomo",
+        "loadtest",
+    ]
