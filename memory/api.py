@@ -311,6 +311,14 @@ class MemoryIndexHealthOut(Schema):
     limit_bytes: int = Field(description="ORCA_VECTOR_CACHE_MB; 0: off, vec0 answers")
 
 
+class KnnHealthOut(Schema):
+    path: Literal["memory_index", "vec0_scan", "pgvector"] = Field(
+        description="what answers KNN: SQLite's derived index in each process, sqlite-vec's "
+        "own scan, or PostgreSQL's pgvector"
+    )
+    reason: str
+
+
 class VectorHealthOut(Schema):
     enabled: bool = Field(
         description="the vector extension (sqlite-vec or pgvector) there and the vector tables "
@@ -319,6 +327,7 @@ class VectorHealthOut(Schema):
     reason: str | None = None
     sqlite_vec_version: str | None = None
     pgvector_version: str | None = None
+    knn: KnnHealthOut | None = Field(None, description="null while vector search is off")
     memory_index: MemoryIndexHealthOut | None = Field(
         None,
         description="SQLite: the derived in-memory index that answers KNN in the process that "

@@ -201,27 +201,40 @@ def _take_newest(candidates: list[Item], taken: int, allowance: int) -> int:
 
 
 def _short_term(
-    agent_id: str, session_id: str, vector: tuple[float, ...] | None, working_ids: set[int]
+    agent_id: str,
+    session_id: str,
+    query: str | None,
+    vector: tuple[float, ...] | None,
+    working_ids: set[int],
 ) -> tuple[list[Item], list[LeftOut]]:
     """The top 3 summaries of turns whose reply is no longer in working memory, and the
     session's other summaries with why they were left out (a session keeps a few)."""
     session = ShortTermMemory.objects.of_session(agent_id, session_id)
     summaries = session.exclude(reply_id__in=working_ids)
+    # Summaries of turns in working memory come back too, and are dropped below.
+    k = min(SHORT_TERM_ITEMS + len(working_ids), index.KNN_MAX_K)
     scores: dict[int, float] = {}
+    method, why = "similarity", "nearest"
     if vector is not None:
         hits = index.knn(
             index.SUMMARY_VECTORS,
             agent_id=agent_id,
             embedding=vector,
-            # Summaries of turns in working memory come back too, and are dropped below.
-            k=min(SHORT_TERM_ITEMS + len(working_ids), index.KNN_MAX_K),
+            k=k,
             filters=[Filter("session_id", "=", session_id)],
         )
         scores = {hit.id: hit.score for hit in hits}
+    elif query:  # no vectors (lexical only by choice, or the provider down): text matches
+        hits = index.lexical_search(
+            index.SUMMARY_TEXT, agent_id=agent_id, query=query, k=k, session_id=session_id
+        )
+        scores = {hit.id: hit.score for hit in hits}
+        method, why = "lexical", "best text matches"
     chosen = list(summaries.filter(pk__in=scores)) if scores else []
     chosen.sort(key=lambda s: -scores[s.pk])
     chosen = chosen[:SHORT_TERM_ITEMS]
-    # Summaries not embedded yet (or no vectors at all): the newest fill the remaining places.
+    # Summaries not embedded yet, or that say none of the query's words: the newest fill the
+    # remaining places.
     newest = summaries.exclude(pk__in=scores)
     chosen += list(newest[: SHORT_TERM_ITEMS - len(chosen)])
     items = [
@@ -230,9 +243,9 @@ def _short_term(
             s.content,
             _line_tokens(f"- {s.content}"),
             scores.get(s.pk),
-            "similarity" if s.pk in scores else "newest",
+            method if s.pk in scores else "newest",
             # A session's own summaries: the nearest to the query, else the newest.
-            f"among the {SHORT_TERM_ITEMS} nearest" if s.pk in scores else "newest summary",
+            f"among the {SHORT_TERM_ITEMS} {why}" if s.pk in scores else "newest summary",
             {"reply_id": s.reply_id},
         )
         for s in chosen
@@ -795,7 +808,7 @@ def context_build(
     taken = _take_newest(candidates, 0, shares["working"])
     working = Layer(shares["working"], shares["working"], "newest", candidates[:taken][::-1])
     short_items, short_left_out = _short_term(
-        agent_id, session_id, vector, {i.id for i in working.items}
+        agent_id, session_id, query, vector, {i.id for i in working.items}
     )
     long_items, long_left_out = _long_term(agent_id, query, embedded, identity, now)
     layers = {

@@ -135,6 +135,7 @@ def service_health() -> Health:
             f"{'sqlite_vec' if database['engine'] == 'sqlite' else 'pgvector'}_version": (
                 support.version
             ),
+            "knn": index.knn_path()._asdict() if support.enabled else None,
             **index.memory_index_report(),
         },
         embedding=embedding,

@@ -6,7 +6,8 @@ delete, KNN, lexical search, and reading vectors in id order to copy a store) an
 arguments here, once; each engine's SQL is in its own module, chosen by the connection's
 vendor: `index_sqlite` (vec0, FTS5) and `index_postgres` (pgvector, tsvector).
 What both index, and how a query reads, is `index_schema`. The few queries that are the same
-SQL on both engines (a message's neighbours, reading vectors) are here.
+SQL on both engines (a message's neighbours, reading vectors) are here. What an engine module
+provides is declared once, `IndexEngine`; tests/test_index_engines.py holds both to it.
 """
 
 from __future__ import annotations
@@ -14,8 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from datetime import datetime
-from types import ModuleType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from django.db import connections
 
@@ -34,6 +34,7 @@ from memory.index_schema import (
     VECTOR_TABLES,
     Filter,
     Hit,
+    KnnPath,
     LexicalTable,
     VectorIndexStatus,
     VectorRow,
@@ -52,6 +53,7 @@ __all__ = [
     "VECTOR_TABLES",
     "Filter",
     "Hit",
+    "KnnPath",
     "LexicalTable",
     "VectorIndexStatus",
     "VectorRow",
@@ -65,10 +67,67 @@ def _check_filters(table_name: str, columns: Collection[str], filters: Sequence[
             raise ValueError(f"cannot filter {table_name} on {column} {op}")
 
 
-_ENGINES: dict[str, ModuleType] = {"sqlite": index_sqlite, "postgresql": index_postgres}
+class IndexEngine(Protocol):
+    """What an engine module provides: the functions below call it with their arguments
+    checked, every one passed by name (the engines' own defaults are never relied on). A
+    module satisfies it as a type checker reads modules; tests/test_index_engines.py checks
+    both engines' signatures against it, and that this module calls nothing else of them."""
+
+    EMBEDDING_READ: str  # the SQL expression vector_rows selects an embedding with
+
+    def prepare_connection(self, *, connection: Any) -> None: ...
+
+    def database_report(self, *, using: str) -> dict[str, object]: ...
+
+    def memory_index_report(self) -> dict[str, object]: ...
+
+    def knn_path(self, *, using: str) -> KnnPath: ...
+
+    def create_vector_tables(self, *, dimension: int, search_index: bool, using: str) -> None: ...
+
+    def drop_vector_tables(self, *, using: str) -> None: ...
+
+    def vectors_exist(self, *, using: str) -> bool: ...
+
+    def vector_index_status(self, *, using: str) -> VectorIndexStatus: ...
+
+    def vectors_put(self, table: VectorTable, rows: Sequence[VectorRow], *, using: str) -> None: ...
+
+    # What the database returns for EMBEDDING_READ: bytes (SQLite), text (PostgreSQL).
+    def embedding_from_db(self, value: Any) -> list[float]: ...
+
+    def vector_delete(self, table: VectorTable, row_ids: Iterable[int], *, using: str) -> None: ...
+
+    def knn(
+        self,
+        table: VectorTable,
+        *,
+        agent_id: str,
+        embedding: Sequence[float],
+        k: int,
+        filters: Sequence[Filter],
+        using: str,
+    ) -> list[Hit]: ...
+
+    def lexical_search(
+        self,
+        table: LexicalTable,
+        *,
+        agent_id: str,
+        query: str,
+        k: int,
+        session_id: str | None,
+        filters: Sequence[Filter],
+        exclude: Collection[int],
+        now: datetime | None,
+        using: str,
+    ) -> list[Hit]: ...
 
 
-def _engine(using: str) -> ModuleType:
+_ENGINES: dict[str, IndexEngine] = {"sqlite": index_sqlite, "postgresql": index_postgres}
+
+
+def _engine(using: str) -> IndexEngine:
     return _ENGINES[connections[using].vendor]
 
 
@@ -80,6 +139,12 @@ def prepare_connection(*, connection: Any, **_: Any) -> None:
 def database_report(*, using: str = "default") -> dict[str, object]:
     """The engine, its version and settings that matter, for the health report."""
     return _engine(using).database_report(using=using)
+
+
+def knn_path(*, using: str = "default") -> KnnPath:
+    """What answers KNN here and why, for the health report: SQLite's derived index or vec0's
+    scan, or pgvector. Asked only where vector_index_status says KNN can run."""
+    return _engine(using).knn_path(using=using)
 
 
 def memory_index_report(*, using: str = "default") -> dict[str, object]:

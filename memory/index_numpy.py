@@ -33,7 +33,7 @@ import numpy as np
 from django.conf import settings
 from django.db import connections
 
-from memory.index_schema import Filter, Hit, VectorTable
+from memory.index_schema import VECTOR_TABLES, Filter, Hit, KnnPath, VectorTable
 
 CHANGES = "vector_changes"
 # A process that has not looked at the log for this many vector writes rebuilds its matrices.
@@ -235,6 +235,30 @@ def report() -> CacheReport:
     return _CACHE.report()
 
 
+def knn_path(using: str) -> KnnPath:
+    """Whether KNN is answered here or by vec0's scan, for health: the cache on, and every
+    vector table's storage of a layout read here. Either way vec0 answers inside a
+    transaction, and for an agent whose matrix alone is over the memory bound."""
+    if _limit() == 0:
+        return KnnPath("vec0_scan", "the derived index is off (vector_cache_mb = 0)")
+    execute = _execute(using)
+    versions = {table.name: storage_version(table, execute) for table in VECTOR_TABLES}
+    unread = [f"{name} ({v})" for name, v in versions.items() if v not in KNOWN_FORMATS]
+    known = ", ".join(sorted(KNOWN_FORMATS))
+    if unread:
+        return KnnPath(
+            "vec0_scan",
+            f"the derived index reads the storage of sqlite-vec {known} only, and these vector "
+            f"tables were made by another version: {', '.join(unread)}; vec0's scan answers "
+            "them, slower on large agents (docs/BENCHMARKS.md)",
+        )
+    return KnnPath(
+        "memory_index",
+        f"each process's derived index of vec0's storage (made by sqlite-vec {known}); vec0's "
+        "scan answers inside a transaction, and an agent over vector_cache_mb",
+    )
+
+
 def knn(
     table: VectorTable,
     *,
@@ -333,7 +357,8 @@ def _changed_rows(table: VectorTable, agent_id: str, after: int, using: str) -> 
 # and a 12-byte prefix, the longer texts whole in `<t>_metadatatext<NN>` by row id) and
 # `<t>_rowids` (a row's chunk). That layout is sqlite-vec's, so it is read only from tables
 # created by a version it was checked against (`<t>_info`); others are answered by vec0.
-_KNOWN_FORMATS = frozenset({"v0.1.9"})
+# tests/test_vector_cache.py fails when the installed sqlite-vec writes a version not here.
+KNOWN_FORMATS = frozenset({"v0.1.9"})
 _TEXT_ENTRY = np.dtype([("length", "<i4"), ("prefix", "S12")])
 _TEXT_PREFIX = 12
 
@@ -350,10 +375,15 @@ class Rows:
 Execute = Callable[[str, Sequence[object]], list[tuple]]
 
 
+def storage_version(table: VectorTable, execute: Execute) -> str | None:
+    """The sqlite-vec version that created this table's storage, as vec0 records it."""
+    rows = execute(f"SELECT value FROM {table.name}_info WHERE key = 'CREATE_VERSION'", [])
+    return rows[0][0] if rows else None
+
+
 def readable(table: VectorTable, execute: Execute) -> bool:
     """Whether this table's storage has the layout read here."""
-    rows = execute(f"SELECT value FROM {table.name}_info WHERE key = 'CREATE_VERSION'", [])
-    return bool(rows) and rows[0][0] in _KNOWN_FORMATS
+    return storage_version(table, execute) in KNOWN_FORMATS
 
 
 def read_chunks(table: VectorTable, execute: Execute, where: str, params: list[object]) -> Rows:

@@ -33,6 +33,7 @@ from memory.index_schema import (
     VECTOR_TABLES,
     Filter,
     Hit,
+    KnnPath,
     LexicalTable,
     VectorIndexStatus,
     VectorRow,
@@ -63,6 +64,14 @@ def database_report(*, using: str = "default") -> dict[str, object]:
 
 def memory_index_report() -> dict[str, object]:
     return {}  # HNSW lives in the server: nothing held in this process
+
+
+def knn_path(*, using: str = "default") -> KnnPath:
+    return KnnPath(
+        "pgvector",
+        "PostgreSQL's pgvector: its HNSW index, or an exact sort of a small agent's rows where "
+        "the planner prefers its B-tree on agent_id",
+    )
 
 
 # --- vectors -------------------------------------------------------------------------------

@@ -126,6 +126,13 @@ class VectorIndexStatus(NamedTuple):
     version: str | None = None  # of the engine's vector extension (sqlite-vec, pgvector)
 
 
+class KnnPath(NamedTuple):
+    """What answers KNN on this database, and why (health's `vector_search.knn`)."""
+
+    path: Literal["memory_index", "vec0_scan", "pgvector"]
+    reason: str
+
+
 class Term(NamedTuple):
     """One term of a query: a day named (a phrase on the text's date label), a word (the text
     and its context) or a CJK bigram (the CJK terms of both)."""

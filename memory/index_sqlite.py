@@ -29,6 +29,7 @@ from memory.index_schema import (
     VECTOR_TABLES,
     Filter,
     Hit,
+    KnnPath,
     LexicalTable,
     Term,
     VectorIndexStatus,
@@ -74,6 +75,11 @@ def database_report(*, using: str = "default") -> dict[str, object]:
 
 def memory_index_report() -> dict[str, object]:
     return {"memory_index": asdict(index_numpy.report())}
+
+
+def knn_path(*, using: str = "default") -> KnnPath:
+    """The derived index (index_numpy) where it can read vec0's storage, else vec0's scan."""
+    return index_numpy.knn_path(using)
 
 
 # --- vectors -------------------------------------------------------------------------------

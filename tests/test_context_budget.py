@@ -72,6 +72,22 @@ def test_short_term_takes_the_three_newest_summaries_without_a_query():
     assert (layer.method, [i.id for i in layer.items]) == ("newest", [m.pk for m in made[:1:-1]])
 
 
+def test_without_vectors_short_term_takes_the_summaries_the_query_matches_then_the_newest():
+    tea = summary("we talked about green tea and oolong")
+    steps = [summary(f"we planned step {i} of the deployment") for i in range(4)]
+    summary("green tea again", session="s2")
+
+    context = context_build(agent_id="a1", session_id="s1", query="green tea", model_window=8192)
+
+    layer = context.layers["short_term"]
+    assert [(i.id, i.method, i.why) for i in layer.items] == [
+        (tea.pk, "lexical", "among the 3 best text matches"),
+        (steps[3].pk, "newest", "newest summary"),
+        (steps[2].pk, "newest", "newest summary"),
+    ]
+    assert layer.items[0].score > 0 and layer.method == "mixed"
+
+
 def test_long_term_without_a_query_goes_by_access_count_and_counts_no_use():
     used_most = memory("likes tea", access_count=9)
     memory("lives in Berlin", access_count=1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from unittest.mock import ANY
 
 import pytest
 import sqlite_vec
@@ -49,6 +50,7 @@ def test_it_reports_a_healthy_service_without_auth(client, sql):
             "reason": None,
             "sqlite_vec_version": f"v{sqlite_vec.__version__}",
             "pgvector_version": None,
+            "knn": {"path": "memory_index", "reason": ANY},
             # Inside the test's transaction KNN reads vec0: nothing is held in memory.
             "memory_index": {
                 "matrices": 0,
@@ -73,6 +75,7 @@ def test_it_reports_a_healthy_service_without_auth(client, sql):
             "pgvector_version": sql("SELECT extversion FROM pg_extension WHERE extname = 'vector'")[
                 0
             ][0],
+            "knn": {"path": "pgvector", "reason": ANY},
             "memory_index": None,
         }
     assert body["embedding"] == {

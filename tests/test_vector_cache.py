@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from memory import index, index_numpy
-from memory.index import MEMORY_VECTORS, MESSAGE_VECTORS, SUMMARY_VECTORS, Filter
+from memory.index import MEMORY_VECTORS, MESSAGE_VECTORS, SUMMARY_VECTORS, VECTOR_TABLES, Filter
 from tests.helpers import ROOT
 
 pytestmark = [pytest.mark.sqlite_only, pytest.mark.django_db(transaction=True)]
@@ -253,6 +253,60 @@ def test_summaries_and_memories_are_answered_too():
     assert [hit.id for hit in summaries][0] == 2 and {h.id for h in summaries} == {2, 4}
     assert [hit.id for hit in memories] == [4, 3]
     assert index_numpy.report().matrices == 2
+
+
+def test_the_installed_sqlite_vec_writes_the_storage_layout_the_derived_index_reads():
+    """Fails, never skips: with a sqlite-vec whose vec0 storage the derived index does not
+    read, every answer stays right and every KNN scans vec0 instead (slower on large agents,
+    docs/BENCHMARKS.md), which no other test would notice. After an upgrade, check the
+    layout index_numpy reads against the new version's and add it to KNOWN_FORMATS."""
+    extension = connection.vector_extension
+    assert extension.enabled, extension.reason
+
+    def execute(sql, params):
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchall()
+
+    versions = {table.name: index_numpy.storage_version(table, execute) for table in VECTOR_TABLES}
+    assert set(versions.values()) <= index_numpy.KNOWN_FORMATS, (
+        f"sqlite-vec {extension.version} made {versions}; index_numpy reads "
+        f"{sorted(index_numpy.KNOWN_FORMATS)}"
+    )
+    vectors = clustered(3, seed=16)
+    for row_id, vector in enumerate(vectors, start=1):
+        put(row_id, vector)
+    hits = derived("a1", vectors[1])
+    assert index_numpy.report().matrices == 1  # the derived index answered, not vec0
+    assert_same(hits, vec0("a1", vectors[1]))
+
+
+def test_health_says_the_derived_index_answers_knn(client):
+    knn = client.get("/api/v1/health").json()["vector_search"]["knn"]
+
+    assert knn["path"] == "memory_index"
+    assert "derived index" in knn["reason"]
+
+
+def test_health_says_vec0_scans_a_table_of_an_unknown_layout(client):
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {SUMMARY_VECTORS.name}_info SET value = 'v9.9.9' WHERE key = 'CREATE_VERSION'"
+        )
+
+    knn = client.get("/api/v1/health").json()["vector_search"]["knn"]
+
+    assert knn["path"] == "vec0_scan"
+    assert f"{SUMMARY_VECTORS.name} (v9.9.9)" in knn["reason"]
+    assert MESSAGE_VECTORS.name not in knn["reason"]
+
+
+def test_health_says_vec0_scans_when_the_derived_index_is_off(client, monkeypatch):
+    monkeypatch.setattr(settings, "ORCA", dataclasses.replace(settings.ORCA, vector_cache_mb=0))
+
+    knn = client.get("/api/v1/health").json()["vector_search"]["knn"]
+
+    assert knn == {"path": "vec0_scan", "reason": "the derived index is off (vector_cache_mb = 0)"}
 
 
 def test_the_health_report_shows_the_memory_index(client):

@@ -50,6 +50,7 @@ def test_it_runs_without_sqlite_vec_and_says_why(tmp_path):
     assert health["database"]["ok"] is True
     assert health["vector_search"]["enabled"] is False
     assert "sqlite-vec package cannot be imported" in health["vector_search"]["reason"]
+    assert health["vector_search"]["knn"] is None  # nothing answers KNN
     assert health["embedding"]["pending"] is None  # no provider here: nothing will embed it
 
     # sqlite-vec back, but the database was migrated without it: health names what is missing.
