@@ -18,6 +18,7 @@ from ninja.pagination import paginate
 from pydantic import AfterValidator, BeforeValidator, ValidationInfo, field_validator
 
 from memory.context import context_build
+from memory.context_items import Item, MemoryItem, RecalledItem, SummaryItem, WorkingItem
 from memory.health import service_health
 from memory.memories import (
     memories_of,
@@ -245,6 +246,34 @@ class ContextItemOut(Schema):
         'words", "identity question: a preference", "no query: most used"'
     )
     details: dict[str, Any]
+
+    @staticmethod
+    def resolve_details(item: Item) -> dict[str, Any]:
+        """What the item's layer knows of it, by name (the preview reads the same fields)."""
+        match item:
+            case WorkingItem():
+                details: dict[str, Any] = {"role": item.role}
+                if item.left_out_tool_calls:
+                    details["left_out_tool_calls"] = item.left_out_tool_calls
+                return details
+            case SummaryItem():
+                return {"reply_id": item.reply_id}
+            case MemoryItem():
+                return {
+                    "memory_type": item.memory_type,
+                    "expired": item.expired,
+                    "confidence": item.confidence,
+                    "access_count": item.access_count,
+                    "curated": item.curated,
+                }
+            case RecalledItem():
+                return {
+                    "session_id": item.session_id,
+                    "timestamp": item.timestamp,
+                    "role": item.role,
+                    "line": item.line,
+                }
+        return {}
 
 
 class LeftOutOut(Schema):

@@ -10,23 +10,41 @@ Long-term memory and recall share the last 20%. The budget is a ceiling, not a q
 working and short-term memory leave unused goes to recall, and what recall cannot use goes
 back to older working messages. When the first three layers alone are over budget, the
 design's cut order holds: long-term to 1 item, then short-term to 1, then the oldest working
-messages. Every token is counted as rendered (labels and headers included), so the returned
+messages. Every token is counted as sent (labels and headers included), so the returned
 messages never exceed the budget, and every item reports its id, score, tokens and method.
+The items, what they send and how it is counted: memory.context_items.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, replace
 from datetime import datetime
+from itertools import accumulate
 from typing import Any
 
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from memory import index, outage
+from memory.context_items import (
+    LONG_TERM_HEADER,
+    RECALL_HEADER,
+    SHORT_TERM_HEADER,
+    Context,
+    Item,
+    Layer,
+    LeftOut,
+    MemoryItem,
+    RecalledItem,
+    SummaryItem,
+    WorkingItem,
+    header_tokens,
+    layer_method,
+    system_message,
+)
 from memory.dates import minute_label
 from memory.embeddings import Embedder, Thresholds
 from memory.index import Filter
@@ -37,7 +55,7 @@ from memory.relevance import MEMORY_FLOORS, Verdict, term_match, verdict
 from memory.search import MAX_K, SearchHit, SearchQuery, search
 from memory.subagent_run import run_in
 from memory.text import folded, folded_say_the_same, has_terms, message_label, speaker
-from memory.tokens import estimate_tokens, truncate_to_tokens
+from memory.tokens import truncate_to_tokens
 from memory.vectors import QueryEmbedding, query_embedding
 
 BUDGET_SHARE = 0.6
@@ -64,10 +82,6 @@ RECALL_MIN_ROOM = 20
 # rest of the filling (docs/BENCHMARKS.md, "Recall reads its hits' neighbours as it reaches
 # them").
 RECALL_CHUNK = 25
-
-LONG_TERM_HEADER = "Long-term memory (from earlier sessions):"
-SHORT_TERM_HEADER = "Earlier in this session:"
-RECALL_HEADER = "Recalled from earlier conversations:"
 
 # One table, Chinese and English, matched case-insensitively anywhere in the query.
 IDENTITY_PATTERNS: tuple[str, ...] = (
@@ -96,105 +110,95 @@ def is_identity_query(query: str | None) -> bool:
     return bool(query and _IDENTITY.search(query))
 
 
-@dataclass
-class Item:
-    id: int
-    content: str
-    tokens: int  # as rendered in the prompt
-    score: float | None = None
-    method: str = "newest"  # what chose this item
-    why: str = ""  # why it is there, in words (the preview shows it)
-    details: dict[str, Any] = field(default_factory=dict)
-    metadata: dict[str, Any] | None = None  # a working message's, for its chat form only
-
-
-@dataclass(frozen=True)
-class LeftOut:
-    id: int
-    reason: str
-    score: float | None = None  # the candidate's match score, when it had one
-
-
-@dataclass
-class Layer:
-    share: int  # the layer's own part of the budget
-    budget: int  # its share plus what other layers left it
-    method: str
-    items: list[Item]
-    headers: int = 0  # tokens of the section header the layer's items need in the prompt
-    left_out: list[LeftOut] = field(default_factory=list)
-
-    @property
-    def overhead(self) -> int:
-        return self.headers if self.items else 0
-
-    @property
-    def used(self) -> int:
-        return sum(item.tokens for item in self.items) + self.overhead
-
-
-@dataclass
-class Context:
-    window: int
-    budget: int
-    query: str | None
-    query_source: str  # "request", "newest user message" or "none"
-    layers: dict[str, Layer]
-    messages: list[dict[str, Any]]
-    cuts: list[str]
-    degraded: list[str]
-    identity_recall: bool
-
-    @property
-    def used(self) -> int:
-        return sum(layer.used for layer in self.layers.values())
-
-
-def _header_tokens(header: str) -> int:
-    return estimate_tokens(header + "\n\n")
-
-
-def _line_tokens(line: str) -> int:
-    return estimate_tokens(line + "\n")
-
-
-def _layer_method(items: list[Item], default: str) -> str:
-    methods = {item.method for item in items}
-    return methods.pop() if len(methods) == 1 else ("mixed" if methods else default)
-
-
 # --- working memory ------------------------------------------------------------------------
 
 
-def _working_candidates(agent_id: str, session_id: str, limit: int) -> list[Item]:
+@dataclass(frozen=True)
+class _Row:
+    """A message of the session as stored: what its chat form is made from."""
+
+    id: int
+    role: str
+    content: str
+    metadata: dict[str, Any] | None
+
+
+def _working_rows(agent_id: str, session_id: str, limit: int) -> list[_Row]:
     """The session's messages newest first, as many as could fit in `limit` tokens.
 
     Rows stream newest first from the (agent, session, timestamp) index and reading stops
-    once `limit` is passed: a long session costs no more.
+    once their stored token counts pass `limit` (as sent, a message counts at least that):
+    a long session costs no more.
     """
     newest_first = (
         MainMessage.objects.filter(agent_id=agent_id, session_id=session_id)
         .order_by("-timestamp", "-id")
         .values_list("id", "role", "content", "token_count", "metadata")
     )
-    items: list[Item] = []
+    rows: list[_Row] = []
     total = 0
     for pk, role, content, tokens, metadata in newest_first.iterator(chunk_size=64):
-        items.append(Item(pk, content, tokens, details={"role": role}, metadata=metadata))
+        rows.append(_Row(pk, role, content, metadata))
         total += tokens
         if total > limit:
             break
-    return items
+    return rows
 
 
-def _take_newest(candidates: list[Item], taken: int, allowance: int) -> int:
-    """How many of the newest candidates fit in `allowance`, never skipping one: working
-    memory is an unbroken stretch of the conversation."""
-    used = sum(item.tokens for item in candidates[:taken])
-    while taken < len(candidates) and used + candidates[taken].tokens <= allowance:
-        used += candidates[taken].tokens
-        taken += 1
-    return taken
+class _Working:
+    """The session's newest messages as working memory sends them; "the n newest" is an
+    unbroken stretch of the conversation. A tool result goes with its call when the call is
+    in the stretch and as text when it is not, so a stretch is counted as it is sent."""
+
+    def __init__(self, newest_first: list[_Row]) -> None:
+        self.rows = newest_first
+        paired = _paired_calls(newest_first[::-1])
+        # Each as sent in a stretch that holds the rest of its exchange, and the answers as
+        # sent when their call is older than the stretch.
+        self.with_call = [_working_item(row, paired=row.id in paired) for row in newest_first]
+        self.answers = {
+            row.id for row in newest_first if row.role == Role.TOOL and row.id in paired
+        }
+        self.without_call = {
+            row.id: _working_item(row, paired=False)
+            for row in newest_first
+            if row.id in self.answers
+        }
+        self.totals = list(accumulate((item.tokens for item in self.with_call), initial=0))
+
+    def _without_their_call(self, n: int) -> range:
+        """Of the n newest, the oldest ones: results whose call is older than the stretch.
+        (Only the answers of one call can start a stretch: they follow it without a gap.)"""
+        start = n
+        while start > 0 and self.rows[start - 1].id in self.answers:
+            start -= 1
+        return range(start, n)
+
+    def items(self, n: int) -> list[WorkingItem]:
+        """The n newest, oldest first, as sent."""
+        alone = self._without_their_call(n)
+        return [
+            self.without_call[self.rows[i].id] if i in alone else self.with_call[i]
+            for i in reversed(range(n))
+        ]
+
+    def tokens(self, n: int) -> int:
+        """What the n newest cost as sent."""
+        return self.totals[n] + sum(
+            self.without_call[self.rows[i].id].tokens - self.with_call[i].tokens
+            for i in self._without_their_call(n)
+        )
+
+    def fitting(self, allowance: int, taken: int = 0, shown: Collection[int] = ()) -> int:
+        """How many of the newest fit in `allowance`, from the `taken` newest on, never
+        skipping one and stopping at one that recall or a summary stands for (`shown`)."""
+        while (
+            taken < len(self.rows)
+            and self.rows[taken].id not in shown
+            and self.tokens(taken + 1) <= allowance
+        ):
+            taken += 1
+        return taken
 
 
 # --- short-term memory ---------------------------------------------------------------------
@@ -206,7 +210,7 @@ def _short_term(
     query: str | None,
     vector: tuple[float, ...] | None,
     working_ids: set[int],
-) -> tuple[list[Item], list[LeftOut]]:
+) -> tuple[list[SummaryItem], list[LeftOut]]:
     """The top 3 summaries of turns whose reply is no longer in working memory, and the
     session's other summaries with why they were left out (a session keeps a few)."""
     session = ShortTermMemory.objects.of_session(agent_id, session_id)
@@ -238,15 +242,14 @@ def _short_term(
     newest = summaries.exclude(pk__in=scores)
     chosen += list(newest[: SHORT_TERM_ITEMS - len(chosen)])
     items = [
-        Item(
+        SummaryItem.made(
             s.pk,
             s.content,
-            _line_tokens(f"- {s.content}"),
-            scores.get(s.pk),
-            method if s.pk in scores else "newest",
+            score=scores.get(s.pk),
+            method=method if s.pk in scores else "newest",
             # A session's own summaries: the nearest to the query, else the newest.
-            f"among the {SHORT_TERM_ITEMS} {why}" if s.pk in scores else "newest summary",
-            {"reply_id": s.reply_id},
+            why=f"among the {SHORT_TERM_ITEMS} {why}" if s.pk in scores else "newest summary",
+            reply_id=s.reply_id,
         )
         for s in chosen
     ]
@@ -265,13 +268,13 @@ def _short_term(
     return items, left_out
 
 
-def _summarised_messages(agent_id: str, session_id: str, items: list[Item]) -> set[int]:
+def _summarised_messages(agent_id: str, session_id: str, items: list[SummaryItem]) -> set[int]:
     """The messages of the turns these summaries stand for: the reply and the messages
     since the previous reply."""
     covered: set[int] = set()
     session = MainMessage.objects.filter(agent_id=agent_id, session_id=session_id)
     for item in items:
-        reply_id = item.details["reply_id"]
+        reply_id = item.reply_id
         if reply_id is None:
             continue
         previous = (
@@ -288,24 +291,23 @@ def _summarised_messages(agent_id: str, session_id: str, items: list[Item]) -> s
 # --- long-term memory ----------------------------------------------------------------------
 
 
-def _memory_item(memory: LongTermMemory, score: float | None, method: str, now: datetime) -> Item:
+def _memory_item(
+    memory: LongTermMemory, score: float | None, method: str, now: datetime, why: str = ""
+) -> MemoryItem:
     expired = memory.is_expired(now)
     if score is not None and expired:
         score *= EXPIRED_WEIGHT
-    line = f"- [{memory.memory_type}{', expired' if expired else ''}] {memory.content}"
-    return Item(
+    return MemoryItem.made(
         memory.pk,
         memory.content,
-        _line_tokens(line),
-        score,
-        method,
-        details={
-            "memory_type": memory.memory_type,
-            "expired": expired,
-            "confidence": memory.confidence,
-            "access_count": memory.access_count,
-            "curated": memory.curated,
-        },
+        memory_type=memory.memory_type,
+        expired=expired,
+        confidence=memory.confidence,
+        access_count=memory.access_count,
+        curated=memory.curated,
+        score=score,
+        method=method,
+        why=why,
     )
 
 
@@ -325,31 +327,31 @@ def _long_term_candidates(
     return "access_count", {}
 
 
-def _identity_rank(item: Item) -> tuple[Any, ...]:
+def _identity_rank(item: MemoryItem) -> tuple[Any, ...]:
     """What a person wrote or confirmed first, then preferences, then what consolidation
     confirmed more often and what was used more, then the match score."""
     return (
-        not item.details["curated"],
-        item.details["memory_type"] != MemoryType.PREFERENCE,
-        -item.details["confidence"],
-        -item.details["access_count"],
+        not item.curated,
+        item.memory_type != MemoryType.PREFERENCE,
+        -item.confidence,
+        -item.access_count,
         -(item.score or 0),
     )
 
 
 def _relevant_memories(
-    matched: list[Item],
+    matched: list[MemoryItem],
     method: str,
     scores: dict[int, float],
     query: str,
     floor: float,
     thresholds: Thresholds,
-) -> tuple[list[Item], list[LeftOut]]:
+) -> tuple[list[MemoryItem], list[LeftOut]]:
     """The matches that reach the floors (memory.relevance), each saying why it is there,
     and the others with why not. Similarity is the model's own measure where the query has
     a vector; otherwise the share of the query's terms the memory says."""
     terms = query_terms(query) if method == "lexical" else []
-    relevant: list[Item] = []
+    relevant: list[MemoryItem] = []
     left_out: list[LeftOut] = []
     for item in matched:
         judged = verdict(
@@ -359,16 +361,15 @@ def _relevant_memories(
             floors=MEMORY_FLOORS,
         )
         if judged.relevant:
-            item.why = judged.why
-            relevant.append(item)
+            relevant.append(replace(item, why=judged.why))
         else:
             left_out.append(LeftOut(item.id, judged.why, item.score))
     return relevant, left_out
 
 
 def _identity_memories(
-    active: QuerySet[LongTermMemory], chosen: list[Item], now: datetime
-) -> list[Item]:
+    active: QuerySet[LongTermMemory], chosen: list[MemoryItem], now: datetime
+) -> list[MemoryItem]:
     """An identity question's top-up: the person's facts and preferences, by the identity
     rule, while fewer than WEAK_IDENTITY_MINIMUM memories matched. Relevant by their type."""
     wanted = WEAK_IDENTITY_MINIMUM - len(chosen)
@@ -376,13 +377,16 @@ def _identity_memories(
         return []
     of_person = active.filter(memory_type__in=IDENTITY_TYPES).exclude(pk__in=[i.id for i in chosen])
     ordered = of_person.order_by("-curated", "-confidence", "-access_count", "-id")
-    items = [_memory_item(m, None, "identity", now) for m in ordered[:LONG_TERM_CANDIDATES]]
-    for item in items:
-        item.why = f"identity question: a {item.details['memory_type']}"
-    return sorted(items, key=lambda i: (i.details["expired"], _identity_rank(i)))[:wanted]
+    items = [
+        _memory_item(m, None, "identity", now, f"identity question: a {m.memory_type}")
+        for m in ordered[:LONG_TERM_CANDIDATES]
+    ]
+    return sorted(items, key=lambda i: (i.expired, _identity_rank(i)))[:wanted]
 
 
-def _most_used(active: QuerySet[LongTermMemory], query: str | None, now: datetime) -> list[Item]:
+def _most_used(
+    active: QuerySet[LongTermMemory], query: str | None, now: datetime
+) -> list[MemoryItem]:
     """The agent's most used memories, for a call with no way to match (expired ones after
     the others). Their inclusion is no use: it is not counted (`_count_uses`)."""
     why = "no query: most used" if not query else "no way to match the query: most used"
@@ -390,10 +394,7 @@ def _most_used(active: QuerySet[LongTermMemory], query: str | None, now: datetim
         active.order_by("-access_count", "-id")[:LONG_TERM_ITEMS],
         key=lambda m: m.is_expired(now),
     )
-    items = [_memory_item(m, None, "access_count", now) for m in most_used]
-    for item in items:
-        item.why = why
-    return items
+    return [_memory_item(m, None, "access_count", now, why) for m in most_used]
 
 
 def _long_term(
@@ -402,7 +403,7 @@ def _long_term(
     embedded: QueryEmbedding,
     identity: bool,
     now: datetime,
-) -> tuple[list[Item], list[LeftOut]]:
+) -> tuple[list[MemoryItem], list[LeftOut]]:
     """The memories chosen, and the candidates passed over with why."""
     method, scores = _long_term_candidates(agent_id, query, embedded.vector)
     active = LongTermMemory.objects.filter(agent_id=agent_id).active()
@@ -425,7 +426,7 @@ def _long_term(
         LeftOut(
             i.id,
             f"ranked {ranked}below the {limit} chosen"
-            + (f" (expired: its score counts {EXPIRED_WEIGHT:g})" if i.details["expired"] else ""),
+            + (f" (expired: its score counts {EXPIRED_WEIGHT:g})" if i.expired else ""),
             i.score,
         )
         for i in relevant[limit:]
@@ -456,27 +457,37 @@ def _count_uses(items: list[Item], now: datetime) -> None:
             )
 
 
-def _fit(layers: dict[str, Layer], budget: int) -> list[str]:
-    """The design's cut order when the total is over budget; returns what was cut."""
+def _fit(
+    layers: dict[str, Layer[Any]], working: _Working, budget: int
+) -> tuple[dict[str, Layer[Any]], list[str]]:
+    """The design's cut order when the total is over budget: the layers that fit, and what
+    was cut."""
+    fitted = dict(layers)
     cuts: list[str] = []
 
     def over() -> bool:
-        return sum(layer.used for layer in layers.values()) > budget
+        return sum(layer.used for layer in fitted.values()) > budget
 
     for name in ("long_term", "short_term"):
-        layer = layers[name]
+        layer = fitted[name]
         if over() and len(layer.items) > 1:
             cuts.append(f"{name} cut from {len(layer.items)} to 1 item")
-            layer.left_out += [LeftOut(i.id, "over budget", i.score) for i in layer.items[1:]]
-            layer.items = layer.items[:1]
-    working = layers["working"]
-    dropped = 0
-    while over() and working.items:
-        working.items.pop(0)
-        dropped += 1
-    if dropped:
-        cuts.append(f"working memory dropped its {dropped} oldest message(s)")
-    return cuts
+            fitted[name] = replace(
+                layer,
+                items=layer.items[:1],
+                left_out=[
+                    *layer.left_out,
+                    *(LeftOut(i.id, "over budget", i.score) for i in layer.items[1:]),
+                ],
+            )
+    others = sum(layer.used for name, layer in fitted.items() if name != "working")
+    taken = kept = len(fitted["working"].items)
+    while taken and others + working.tokens(taken) > budget:
+        taken -= 1
+    if taken < kept:
+        cuts.append(f"working memory dropped its {kept - taken} oldest message(s)")
+        fitted["working"] = replace(fitted["working"], items=working.items(taken))
+    return fitted, cuts
 
 
 # --- recall --------------------------------------------------------------------------------
@@ -489,8 +500,15 @@ def recalled_line(message: MainMessage) -> str:
     return f"- [{when}] {speaker(message.role, message.metadata)}: {text}"
 
 
-def _session_header(session_id: str) -> str:
-    return f"Session {session_id}:"
+@dataclass(frozen=True)
+class _Chosen:
+    """A message recall chose, with its line as the prompt shows it."""
+
+    message: MainMessage
+    line: str
+    score: float | None
+    method: str
+    why: str
 
 
 class _RecallFiller:
@@ -513,13 +531,13 @@ class _RecallFiller:
         self.skip = skip
         self.method = method
         self.verdicts = verdicts
-        self.items: dict[int, Item] = {}
+        self.items: dict[int, _Chosen] = {}
         self.sessions: set[str] = set()
-        self.used = _header_tokens(RECALL_HEADER)
+        self.used = header_tokens(RECALL_HEADER)
         self.around: dict[int, index.Around] = {}
         self.rows: dict[int, MainMessage] = {}
 
-    def fill(self, allowance: int) -> tuple[list[Item], list[LeftOut]]:
+    def fill(self, allowance: int) -> tuple[list[RecalledItem], list[LeftOut]]:
         left_out: list[LeftOut] = []
         for number, hit in enumerate(self.hits):
             message = hit.message
@@ -581,49 +599,41 @@ class _RecallFiller:
         self, message: MainMessage, score: float | None, how: str, why: str, allowance: int
     ) -> bool:
         line = recalled_line(message)
-        cost = _line_tokens(line)
-        if message.session_id not in self.sessions:
-            cost += _line_tokens(_session_header(message.session_id))
+        opens = message.session_id not in self.sessions
+        cost = Item.tokens_of(RecalledItem.pieces(message.session_id, line, opens=opens))
         if self.used + cost > allowance:
             return False
         self.used += cost
         self.sessions.add(message.session_id)
-        self.items[message.pk] = Item(
-            message.pk,
-            message.content,
-            cost,
-            score,
-            how,
-            why,
-            {
-                "session_id": message.session_id,
-                "timestamp": message.timestamp,
-                "role": message.role,
-                "line": line,
-            },
-        )
+        self.items[message.pk] = _Chosen(message, line, score, how, why)
         return True
 
 
-def _in_time_order(items: Iterable[Item]) -> list[Item]:
-    """Grouped by session (sessions in order of their first recalled message), oldest first.
+def _in_time_order(chosen: Iterable[_Chosen]) -> list[RecalledItem]:
+    """Grouped by session (sessions in order of their first recalled message), oldest first;
+    the first of each session opens it with its "Session ...:" line.
 
-    The item that brought a session in counts its "Session ...:" line among its tokens."""
-    by_session: dict[str, list[Item]] = {}
-    for item in sorted(items, key=lambda i: (i.details["timestamp"], i.id)):
-        by_session.setdefault(item.details["session_id"], []).append(item)
-    return [item for group in by_session.values() for item in group]
-
-
-def _recall_text(items: list[Item]) -> str:
-    lines: list[str] = []
-    session = None
-    for item in items:
-        if item.details["session_id"] != session:
-            session = item.details["session_id"]
-            lines.append(_session_header(session))
-        lines.append(item.details["line"])
-    return "\n".join(lines)
+    Which session a message opens may differ from when it was chosen: the session's lines
+    cost the same whichever item carries them."""
+    by_session: dict[str, list[_Chosen]] = {}
+    for one in sorted(chosen, key=lambda c: (c.message.timestamp, c.message.pk)):
+        by_session.setdefault(one.message.session_id, []).append(one)
+    return [
+        RecalledItem.made(
+            one.message.pk,
+            one.message.content,
+            session_id=one.message.session_id,
+            line=one.line,
+            opens=position == 0,
+            timestamp=one.message.timestamp,
+            role=one.message.role,
+            score=one.score,
+            method=one.method,
+            why=one.why,
+        )
+        for group in by_session.values()
+        for position, one in enumerate(group)
+    ]
 
 
 # --- assembly ------------------------------------------------------------------------------
@@ -641,23 +651,6 @@ def _query_of(agent_id: str, session_id: str, query: str | None) -> tuple[str | 
         .first()
     )
     return (newest, "newest user message") if newest else (None, "none")
-
-
-def _system_message(layers: dict[str, Layer]) -> str | None:
-    sections = []
-    if layers["long_term"].items:
-        lines = [
-            f"- [{i.details['memory_type']}{', expired' if i.details['expired'] else ''}] "
-            f"{i.content}"
-            for i in layers["long_term"].items
-        ]
-        sections.append(LONG_TERM_HEADER + "\n" + "\n".join(lines))
-    if layers["recall"].items:
-        sections.append(RECALL_HEADER + "\n" + _recall_text(layers["recall"].items))
-    if layers["short_term"].items:
-        lines = [f"- {i.content}" for i in layers["short_term"].items]
-        sections.append(SHORT_TERM_HEADER + "\n" + "\n".join(lines))
-    return "\n\n".join(sections) or None
 
 
 # --- chat messages -------------------------------------------------------------------------
@@ -682,11 +675,11 @@ def _tool_call(call: object) -> dict[str, Any] | None:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
-def _tool_calls(item: Item) -> tuple[list[dict[str, Any]], int]:
+def _tool_calls(row: _Row) -> tuple[list[dict[str, Any]], int]:
     """The well-formed tool calls an assistant message's metadata records (OpenAI-style
     `tool_calls`), and how many others it records: those are never sent."""
-    recorded = (item.metadata or {}).get("tool_calls")
-    if item.details["role"] != Role.ASSISTANT or recorded is None:
+    recorded = (row.metadata or {}).get("tool_calls")
+    if row.role != Role.ASSISTANT or recorded is None:
         return [], 0
     if not isinstance(recorded, list):
         return [], 1
@@ -697,19 +690,19 @@ def _tool_calls(item: Item) -> tuple[list[dict[str, Any]], int]:
     return list(calls.values()), len(recorded) - len(calls)
 
 
-def _tool_call_id(item: Item) -> str | None:
-    value = (item.metadata or {}).get("tool_call_id")
-    return value if item.details["role"] == Role.TOOL and isinstance(value, str) else None
+def _tool_call_id(row: _Row) -> str | None:
+    value = (row.metadata or {}).get("tool_call_id")
+    return value if row.role == Role.TOOL and isinstance(value, str) else None
 
 
-def _paired_calls(items: list[Item]) -> set[int]:
+def _paired_calls(rows: list[_Row]) -> set[int]:
     """Ids of the assistant messages whose every tool call is answered right after it, and of
     those answers: the only tool exchanges an OpenAI-compatible API accepts as such."""
     paired: set[int] = set()
-    for position, item in enumerate(items):
+    for position, item in enumerate(rows):
         wanted = {call["id"] for call in _tool_calls(item)[0]}
         answers = []
-        for after in items[position + 1 :]:
+        for after in rows[position + 1 :]:
             call_id = _tool_call_id(after)
             if call_id is None or call_id not in wanted:
                 break
@@ -719,7 +712,7 @@ def _paired_calls(items: list[Item]) -> set[int]:
     return paired
 
 
-def _as_text(item: Item) -> str:
+def _as_text(item: _Row) -> str:
     """A tool result without its call, said in words (a sub-agent's result names its agent)."""
     run = run_in(item.metadata)
     if run is not None and run.agent_name is not None:
@@ -727,55 +720,56 @@ def _as_text(item: Item) -> str:
     return f"[tool result] {item.content}"
 
 
-def chat_messages(items: list[Item]) -> list[dict[str, Any]]:
-    """Working memory as OpenAI-compatible chat messages: a tool exchange whose call and
-    answers are all present keeps `tool_calls` / `tool_call_id`; any other tool message
-    becomes an assistant message in words, since a `tool` message without its call is
-    refused by those APIs. Malformed tool calls are never sent: the message keeps its text,
-    and its item's details say how many calls were left out."""
-    paired = _paired_calls(items)
-    messages: list[dict[str, Any]] = []
-    for item in items:
-        role = item.details["role"]
-        calls, malformed = _tool_calls(item)
-        if malformed:
-            item.details["left_out_tool_calls"] = (
-                f"{malformed} tool call(s) not sent, malformed: each needs an id of its own, "
-                'type "function", a function name and its arguments as a string'
-            )
-        if role == Role.TOOL and item.id not in paired:
-            messages.append({"role": Role.ASSISTANT, "content": _as_text(item)})
-        elif role == Role.TOOL:
-            messages.append(
-                {"role": role, "tool_call_id": _tool_call_id(item), "content": item.content}
-            )
-        elif item.id in paired:
-            messages.append({"role": role, "content": item.content, "tool_calls": calls})
-        else:
-            messages.append({"role": role, "content": item.content})
-    return messages
+def _working_item(row: _Row, *, paired: bool) -> WorkingItem:
+    """A message of working memory as an OpenAI-compatible chat message: a tool exchange whose
+    call and answers are all sent (`paired`) keeps `tool_calls` / `tool_call_id`; any other
+    tool message becomes an assistant message in words, since a `tool` message without its
+    call is refused by those APIs. Malformed tool calls are never sent: the message keeps its
+    text, and the item says how many calls were left out."""
+    calls, malformed = _tool_calls(row)
+    note = (
+        f"{malformed} tool call(s) not sent, malformed: each needs an id of its own, "
+        'type "function", a function name and its arguments as a string'
+        if malformed
+        else None
+    )
+    made = {"role": row.role, "left_out_tool_calls": note}
+    if row.role == Role.TOOL and not paired:
+        return WorkingItem.made(
+            row.id, row.content, _as_text(row), chat_role=Role.ASSISTANT, **made
+        )
+    if row.role == Role.TOOL:
+        return WorkingItem.made(
+            row.id,
+            row.content,
+            row.content,
+            chat_role=row.role,
+            tool_call_id=_tool_call_id(row),
+            **made,
+        )
+    return WorkingItem.made(
+        row.id,
+        row.content,
+        row.content,
+        chat_role=row.role,
+        tool_calls=calls if paired else None,
+        **made,
+    )
 
 
 def _extend_working(
-    working: Layer,
-    candidates: list[Item],
-    layers: dict[str, Layer],
-    budget: int,
-    summarised: set[int],
-) -> None:
-    """Older messages of the session join working memory while the budget has room, up to
-    the first one that recall or a summary already stands for."""
-    spare = budget - sum(layer.used for layer in layers.values())
+    layers: dict[str, Layer[Any]], working: _Working, budget: int, summarised: set[int]
+) -> Layer[WorkingItem]:
+    """Working memory with the older messages of the session that the budget has room for,
+    up to the first one that recall or a summary already stands for."""
+    layer = layers["working"]
+    spare = budget - sum(other.used for other in layers.values())
     shown = {item.id for item in layers["recall"].items} | summarised
-    newest_first = working.items[::-1]
-    for item in candidates[len(newest_first) :]:
-        if item.id in shown or item.tokens > spare:
-            break
-        newest_first.append(item)
-        spare -= item.tokens
-    if len(newest_first) > len(working.items):
-        working.items = newest_first[::-1]
-        working.budget = max(working.share, working.used)
+    taken = working.fitting(layer.used + spare, len(layer.items), shown)
+    if taken == len(layer.items):
+        return layer
+    extended = replace(layer, items=working.items(taken))
+    return replace(extended, budget=max(layer.share, extended.used))
 
 
 def context_build(
@@ -804,45 +798,44 @@ def context_build(
     identity = is_identity_query(query)
 
     # The design's three layers first, each within its share, with its cut order.
-    candidates = _working_candidates(agent_id, session_id, budget)
-    taken = _take_newest(candidates, 0, shares["working"])
-    working = Layer(shares["working"], shares["working"], "newest", candidates[:taken][::-1])
+    working = _Working(_working_rows(agent_id, session_id, budget))
+    newest = working.items(working.fitting(shares["working"]))
     short_items, short_left_out = _short_term(
-        agent_id, session_id, query, vector, {i.id for i in working.items}
+        agent_id, session_id, query, vector, {i.id for i in newest}
     )
     long_items, long_left_out = _long_term(agent_id, query, embedded, identity, now)
-    layers = {
-        "working": working,
+    layers: dict[str, Layer[Any]] = {
+        "working": Layer(shares["working"], shares["working"], "newest", newest),
         "short_term": Layer(
             shares["short_term"],
             shares["short_term"],
-            _layer_method(short_items, "newest"),
+            layer_method(short_items, "newest"),
             short_items,
-            _header_tokens(SHORT_TERM_HEADER),
+            header_tokens(SHORT_TERM_HEADER),
             short_left_out,
         ),
         "long_term": Layer(
             shares["long_term"],
             shares["long_term"],
-            _layer_method(long_items, "access_count"),
+            layer_method(long_items, "access_count"),
             long_items,
-            _header_tokens(LONG_TERM_HEADER),
+            header_tokens(LONG_TERM_HEADER),
             long_left_out,
         ),
     }
-    cuts = _fit(layers, budget)
+    layers, cuts = _fit(layers, working, budget)
     # Recall takes what is left; older working messages then take what recall could not use.
     # Neither repeats a turn a summary in the context stands for.
     summarised = _summarised_messages(agent_id, session_id, layers["short_term"].items)
-    layers["recall"] = _recall(
-        agent_id, query, embedded, layers, budget, shares, summarised, degraded, now
-    )
+    recalled = _recall(agent_id, query, embedded, layers, budget, shares, summarised, now)
+    layers["recall"], layers["long_term"] = recalled.layer, recalled.long_term
+    degraded += [reason for reason in recalled.degraded if reason not in degraded]
     if not cuts:
-        _extend_working(working, candidates, layers, budget, summarised)
+        layers["working"] = _extend_working(layers, working, budget, summarised)
     _count_uses(layers["long_term"].items, now)
-    system = _system_message(layers)
+    system = system_message(layers)
     messages = [{"role": "system", "content": system}] if system else []
-    messages += chat_messages(working.items)
+    messages += [item.message() for item in layers["working"].items]
     return Context(
         model_window,
         budget,
@@ -856,31 +849,35 @@ def context_build(
     )
 
 
+@dataclass(frozen=True)
+class _Recalled:
+    """The recall layer; long-term memory without what a recalled message already says; why
+    the search could not answer in the mode asked."""
+
+    layer: Layer[RecalledItem]
+    long_term: Layer[Any]
+    degraded: list[str]
+
+
 def _recall(
     agent_id: str,
     query: str | None,
     embedded: QueryEmbedding,
-    layers: dict[str, Layer],
+    layers: dict[str, Layer[Any]],
     budget: int,
     shares: dict[str, int],
     summarised: set[int],
-    degraded: list[str],
     now: datetime,
-) -> Layer:
+) -> _Recalled:
     """The recall layer: what is left of the budget, filled with the best earlier messages
     that reach the relevance floors; long-term memories a recalled message already says make
     room for more."""
     # Its own share: what long-term memory left of their common 20%.
-    layer = Layer(
-        max(0, shares["long_term"] - layers["long_term"].used),
-        0,
-        "none",
-        [],
-        _header_tokens(RECALL_HEADER),
-    )
-    layer.budget = budget - sum(other.used for other in layers.values())
+    share = max(0, shares["long_term"] - layers["long_term"].used)
+    allowance = budget - sum(other.used for other in layers.values())
+    empty = Layer[RecalledItem](share, allowance, "none", [], header_tokens(RECALL_HEADER))
     if not query:
-        return layer
+        return _Recalled(empty, layers["long_term"], [])
     working_ids = {i.id for i in layers["working"].items}
     result = search(
         agent_id=agent_id,
@@ -893,8 +890,6 @@ def _recall(
         embedded=embedded,
         now=now,
     )
-    degraded.extend(reason for reason in result.degraded if reason not in degraded)
-    layer.method = result.mode
     skip = dict.fromkeys(summarised, "in a summarised turn") | dict.fromkeys(
         working_ids, "in working memory"
     )
@@ -906,15 +901,17 @@ def _recall(
         if not verdicts[hit.message.pk].relevant
     ]
     filler = _RecallFiller(relevant, skip, result.mode, verdicts)
-    layer.items, layer.left_out = filler.fill(layer.budget)
-    freed = _drop_restated_memories(layers["long_term"], [*layers["working"].items, *layer.items])
+    items, left_out = filler.fill(allowance)
+    long_term = _without_restated_memories(layers["long_term"], [*layers["working"].items, *items])
+    freed = layers["long_term"].used - long_term.used
     if freed:
-        layer.budget += freed
-        layer.items, layer.left_out = filler.fill(layer.budget)
+        allowance += freed
+        items, left_out = filler.fill(allowance)
     # A hit below the floors may still come in as a neighbour of one above them.
-    recalled = {item.id for item in layer.items}
-    layer.left_out += [left for left in below if left.id not in recalled]
-    return layer
+    recalled = {item.id for item in items}
+    left_out += [left for left in below if left.id not in recalled]
+    layer = replace(empty, budget=allowance, method=result.mode, items=items, left_out=left_out)
+    return _Recalled(layer, long_term, result.degraded)
 
 
 def _recall_verdicts(
@@ -940,13 +937,13 @@ def _recall_verdicts(
     return verdicts
 
 
-def _drop_restated_memories(long_term: Layer, messages: list[Item]) -> int:
-    """Leave out the long-term memories that a message in the context (working or recalled)
-    already says: the message carries its date and its turn. Returns the tokens freed."""
-    before = long_term.used
+def _without_restated_memories(long_term: Layer[Any], messages: list[Item]) -> Layer[Any]:
+    """Long-term memory without the memories that a message in the context (working or
+    recalled) already says: the message carries its date and its turn."""
     # Folded once: each memory is compared with every message (~100 of them).
     texts = [(m, folded(m.content)) for m in messages]
     kept: list[Item] = []
+    left_out = list(long_term.left_out)
     for item in long_term.items:
         text = folded(item.content)
         same = next(
@@ -956,8 +953,5 @@ def _drop_restated_memories(long_term: Layer, messages: list[Item]) -> int:
         if same is None:
             kept.append(item)
         else:
-            long_term.left_out.append(
-                LeftOut(item.id, f"says the same as message {same.id}", item.score)
-            )
-    long_term.items = kept
-    return before - long_term.used
+            left_out.append(LeftOut(item.id, f"says the same as message {same.id}", item.score))
+    return replace(long_term, items=kept, left_out=left_out)

@@ -29,6 +29,7 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from memory import embeddings
 from memory.context import Context, context_build
+from memory.context_items import RecalledItem
 from memory.forms import (
     BulkMemoryForm,
     ContextForm,
@@ -270,7 +271,12 @@ def _layers(agent_id: str, session_id: str, built: Context) -> list[dict[str, An
     for name in PREVIEW_ORDER:
         layer = built.layers[name]
         items = [
-            (item, link(name, item.id, item.details.get("session_id", session_id)))
+            (
+                item,
+                link(
+                    name, item.id, item.session_id if isinstance(item, RecalledItem) else session_id
+                ),
+            )
             for item in layer.items
         ]
         left_out = [

@@ -140,7 +140,7 @@ def test_expired_memories_are_down_weighted_not_dropped(fake_embedder):
     )
 
     assert [i.id for i in items] == [active.pk, expired.pk]
-    assert items[1].details["expired"] is True
+    assert items[1].expired is True
 
 
 def test_over_budget_it_cuts_long_term_then_short_term_then_the_oldest_messages():

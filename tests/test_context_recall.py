@@ -95,9 +95,9 @@ def test_recalled_messages_are_grouped_by_session_in_time_order_with_their_speak
 
     context = context_build(agent_id="a1", session_id="new", query=None, model_window=8192)
 
-    sessions = [item.details["session_id"] for item in context.layers["recall"].items]
+    sessions = [item.session_id for item in context.layers["recall"].items]
     assert sessions == ["earlier"] * 3 + ["later"] * 2
-    times = [item.details["timestamp"] for item in context.layers["recall"].items]
+    times = [item.timestamp for item in context.layers["recall"].items]
     assert times[:3] == sorted(times[:3]) and times[3:] == sorted(times[3:])
     text = system_text(context)
     assert text.index("Session earlier:") < text.index("Session later:")
@@ -119,7 +119,7 @@ def test_recall_never_includes_another_agent_or_a_subagent_transcript():
     text = str(context.messages)
     assert "zebras migrate in july" in text  # the run's result is the agent's own message
     assert "secret notes" not in text and "agent two" not in text
-    assert {item.details["session_id"] for item in context.layers["recall"].items} == {"old"}
+    assert {item.session_id for item in context.layers["recall"].items} == {"old"}
 
 
 def _random_store(rng: random.Random) -> None:
@@ -388,7 +388,7 @@ def test_malformed_tool_calls_are_left_out_of_the_message_and_the_item_says_so()
         {"role": "assistant", "content": "and now?"},
         {"role": "assistant", "content": "[tool result] rain"},
     ]
-    left_out = [item.details.get("left_out_tool_calls") for item in context.layers["working"].items]
+    left_out = [item.left_out_tool_calls for item in context.layers["working"].items]
     assert [note and note.split(":")[0] for note in left_out] == [
         "1 tool call(s) not sent, malformed",
         None,

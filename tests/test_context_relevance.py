@@ -204,8 +204,8 @@ def test_an_identity_question_gets_the_persons_facts_and_preferences(store, quer
 
     items = context.layers["long_term"].items
     assert context.identity_recall and len(items) >= 3
-    assert {i.details["memory_type"] for i in items} <= {"fact", "preference"}
-    assert items[0].details["memory_type"] == "preference"
+    assert {i.memory_type for i in items} <= {"fact", "preference"}
+    assert items[0].memory_type == "preference"
     assert all(i.why.startswith("identity question: a ") or "matched" in i.why for i in items)
 
 
