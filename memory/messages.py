@@ -18,7 +18,7 @@ from django.db import IntegrityError, InterfaceError, OperationalError, transact
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from memory import idempotency, jsonl, outage, scheduling
+from memory import idempotency, index, jsonl, outage, scheduling
 from memory.models import MainMessage, MessageType, Role, ShortTermMemory
 from memory.tokens import estimate_tokens
 from memory.validation import (
@@ -48,18 +48,14 @@ def message_check(
     content: str,
     msg_type: str,
     metadata: Any,
-    run_allowed: bool = False,
 ) -> None:
     """What message_add checks before it writes anything; raises InvalidInput.
 
-    Apart so that a form (the admin's) can show the errors beside its fields. `run_allowed`:
-    `metadata.subagent` may be there (an import, or an edit keeping the stored record).
+    Apart so that a form (the admin's) can show the errors beside its fields.
     """
     check_identifier("agent_id", agent_id)
     check_identifier("session_id", session_id)
-    _item_check(
-        role=role, content=content, msg_type=msg_type, metadata=metadata, run_allowed=run_allowed
-    )
+    _item_check(role=role, content=content, msg_type=msg_type, metadata=metadata, run_allowed=False)
 
 
 def _item_check(
@@ -389,6 +385,82 @@ def _write(
         if summarize and replies:
             scheduling.with_the_write(lambda: scheduling.schedule_summaries(replies))
     return stored
+
+
+# What an edit may change of a message. Who said it where (agent, session, role) and when is
+# the record; the token count, the vector and the lexical index rows are derived.
+EDITABLE_FIELDS = frozenset({"content", "msg_type", "metadata"})
+
+
+_NO_RUN = object()
+
+
+def _run_record(metadata: Any) -> Any:
+    """The sub-agent run's record in a message's metadata, or _NO_RUN."""
+    return metadata.get(RUN_METADATA_KEY, _NO_RUN) if isinstance(metadata, dict) else _NO_RUN
+
+
+def message_update_check(message: MainMessage, **fields: Any) -> None:
+    """What message_update checks before it writes anything; raises InvalidInput.
+
+    Apart so that a form (the admin's) can show the errors beside its fields. A result's run
+    record (`metadata.subagent`) may stay as it is, never be added, changed or removed.
+    """
+    if unknown := set(fields) - EDITABLE_FIELDS:
+        raise InvalidInput(f"unknown fields: {', '.join(sorted(unknown))}")
+    values = {name: fields.get(name, getattr(message, name)) for name in EDITABLE_FIELDS}
+    if _run_record(values["metadata"]) != _run_record(message.metadata):
+        raise InvalidInput(
+            f"metadata.{RUN_METADATA_KEY} is the service's record of a sub-agent run: "
+            "it cannot be added, changed or removed",
+            field="metadata",
+        )
+    _item_check(role=message.role, run_allowed=True, **values)
+
+
+def message_update(message: MainMessage, **fields: Any) -> MainMessage:
+    """Change a message's EDITABLE_FIELDS, and what is derived from them, in one transaction.
+
+    The token count follows the text. Every editable field is in the vector (the text, the
+    speaker in `metadata`, `msg_type` as a filter stored with it): the message waits for a
+    new one. The lexical index rows of the message and of the messages after it that hold
+    its text in their context (`ctx`) follow the text and the speaker.
+    """
+    message_update_check(message, **fields)
+    changed = {name: value for name, value in fields.items() if getattr(message, name) != value}
+    if not changed:
+        return message
+    with transaction.atomic():
+        for name, value in changed.items():
+            setattr(message, name, value)
+        message.has_embedding = False
+        update = {*changed, "has_embedding"}
+        if "content" in changed:
+            message.token_count = estimate_tokens(message.content)
+            update.add("token_count")
+        # Only what changed is written: a timestamp set by SQLite's default (milliseconds)
+        # written back from Python (microseconds) would change its text, and with it its
+        # order among the messages of the same millisecond.
+        message.save(update_fields=sorted(update))
+        scheduling.with_the_write(scheduling.schedule_embedding)
+        if changed.keys() & {"content", "metadata"}:
+            index.reindex_messages([message.pk, *index.messages_after(message.pk)])
+    return message
+
+
+def messages_delete(*, messages: QuerySet[MainMessage]) -> int:
+    """Delete these messages with their vectors (their sub-agent transcripts go by the
+    database's ON DELETE CASCADE), in one transaction; how many were deleted.
+
+    The messages after a deleted one hold its text in their context (`ctx`): their lexical
+    index rows are made again, or the deleted text would still be found through them.
+    """
+    with transaction.atomic():
+        ids = set(messages.values_list("pk", flat=True))
+        after = {n for pk in ids for n in index.messages_after(pk)} - ids
+        deleted = delete_with_vectors(messages)
+        index.reindex_messages(sorted(after))
+    return deleted
 
 
 def session_messages(agent_id: str, session_id: str) -> QuerySet[MainMessage]:
