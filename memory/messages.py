@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -121,6 +122,7 @@ def message_add(
 ) -> MainMessage:
     """Store one message with its token count; it waits for its embedding (has_embedding).
 
+    It is `messages_add` of a batch of one, refused as one message (`_as_one_message`).
     `timestamp`, `import_fingerprint` and `summarize=False` are for messages recorded
     earlier (migrate_jsonl): an import is embedded, but its past turns are not summarized.
     `subagent_run` is for subagents.runs alone: it becomes `metadata.subagent`, which callers
@@ -128,10 +130,6 @@ def message_add(
     an operator brings back, keep their run links). `idempotency_key`: the client's key for
     the request (memory.idempotency); a retry with it returns the message stored the first time.
     """
-    check_identifier("agent_id", agent_id)
-    check_identifier("session_id", session_id)
-    if idempotency_key is not None:
-        check_idempotency_key("idempotency_key", idempotency_key)
     new = NewMessage(
         role=role,
         content=content,
@@ -141,14 +139,14 @@ def message_add(
         import_fingerprint=import_fingerprint,
         subagent_run=subagent_run,
     )
-    _check_new(new)
-    (message,) = _store(
-        agent_id=agent_id,
-        session_id=session_id,
-        new=[new],
-        summarize=summarize,
-        idempotency_key=idempotency_key,
-    )
+    with _as_one_message():
+        (message,) = messages_add(
+            agent_id=agent_id,
+            session_id=session_id,
+            messages=[new],
+            summarize=summarize,
+            idempotency_key=idempotency_key,
+        )
     return message
 
 
@@ -156,24 +154,34 @@ def message_keep(
     *,
     agent_id: str,
     session_id: str,
-    role: str,
-    content: str,
-    msg_type: str = MessageType.NORMAL,
-    metadata: dict[str, Any] | None = None,
+    message: NewMessage,
     idempotency_key: str | None = None,
 ) -> MainMessage | Path:
-    """An agent's message (the API's and MCP's): stored, or kept in the JSONL backup when
-    the database is unavailable (`_or_kept`); returns the row or that file."""
-    fields = {"role": role, "content": content, "msg_type": msg_type, "metadata": metadata}
-    return _or_kept(
-        lambda: message_add(
-            agent_id=agent_id, session_id=session_id, idempotency_key=idempotency_key, **fields
-        ),
-        agent_id=agent_id,
-        session_id=session_id,
-        messages=[fields],
-        idempotency_key=idempotency_key,
-    )
+    """An agent's message (the API's and MCP's): `messages_keep` of a batch of one, refused
+    as one message (`_as_one_message`); returns the row, or the JSONL backup that kept it."""
+    with _as_one_message():
+        kept = messages_keep(
+            agent_id=agent_id,
+            session_id=session_id,
+            messages=[message],
+            idempotency_key=idempotency_key,
+        )
+    if isinstance(kept, Path):
+        return kept
+    (stored,) = kept
+    return stored
+
+
+@contextmanager
+def _as_one_message() -> Iterator[None]:
+    """A batch of one refused as the one message it is: the message's own error (`content`,
+    413 when too large) rather than the list's (`messages.0.content`), as the API's and MCP's
+    single-message calls have always answered."""
+    try:
+        yield
+    except InvalidItems as exc:
+        ((_, error),) = exc.errors
+        raise error from None
 
 
 def messages_keep(
@@ -183,7 +191,8 @@ def messages_keep(
     messages: Sequence[NewMessage],
     idempotency_key: str | None = None,
 ) -> list[MainMessage] | Path:
-    """An agent's batch of messages, as `message_keep` keeps one: all stored, or all kept."""
+    """An agent's batch of messages (the API's and MCP's): all stored, or, when the database
+    is unavailable, all kept in the JSONL backup (`_or_kept`); returns the rows or that file."""
     return _or_kept(
         lambda: messages_add(
             agent_id=agent_id,
@@ -237,12 +246,14 @@ def messages_add(
     summarize: bool = True,
     idempotency_key: str | None = None,
 ) -> list[MainMessage]:
-    """Store a session's messages in their order, all or none, as message_add stores one.
+    """Store a session's messages in their order, all or none. The API's, MCP's, imports'
+    and sub-agent runs' messages all come in here: message_add is a batch of one.
 
     Every message is checked before anything is written: InvalidItems lists each one at
     fault with its index. The rows go in with one transaction, and the embedding run and the
-    summaries of the turns they end are queued once for them all. `idempotency_key` as for
-    message_add: a retry returns the messages stored the first time.
+    summaries of the turns they end are queued once for them all. `idempotency_key`: the
+    client's key for the request (memory.idempotency); a retry with it returns the messages
+    stored the first time. The rest of each message's fields: NewMessage, message_add.
     """
     check_identifier("agent_id", agent_id)
     check_identifier("session_id", session_id)
