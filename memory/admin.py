@@ -3,14 +3,13 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
-from django.db import transaction
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.text import Truncator
 
-from memory import index, scheduling
+from memory import scheduling
 from memory.auth import api_key_create, api_key_revoke, api_keys_delete
 from memory.forms import MESSAGE_FIELDS, LongTermMemoryForm, MainMessageForm, ShortTermMemoryForm
 from memory.memories import (
@@ -20,7 +19,7 @@ from memory.memories import (
     memory_unarchive,
     memory_update,
 )
-from memory.messages import message_add
+from memory.messages import message_add, message_update, messages_delete
 from memory.models import (
     ApiKey,
     ConsolidationRun,
@@ -30,7 +29,6 @@ from memory.models import (
     MemoryAction,
     ShortTermMemory,
 )
-from memory.tokens import estimate_tokens
 from memory.vectors import delete_with_vectors
 
 
@@ -63,7 +61,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
-def _save_edit(obj: MainMessage | ShortTermMemory, fields: set[str], *, embedded: set[str]) -> None:
+def _save_edit(obj: ShortTermMemory, fields: set[str], *, embedded: set[str]) -> None:
     """Write an edited row's changed fields; when what is embedded changed, queue a new vector.
 
     Only what changed is written. Rewriting a timestamp set by SQLite's default (milliseconds)
@@ -126,28 +124,15 @@ class MainMessageAdmin(WithVectorsAdmin):
             obj.pk, obj.token_count, obj.timestamp = added.pk, added.token_count, added.timestamp
             obj._state.adding = False
             return
-        # Derived data follow an edit: the token count follows the text; the vector follows
-        # the text, the speaker (metadata) and msg_type (a filter stored with it); the lexical
-        # index of the message and of the two after it follows the text and the speaker.
-        fields = set(form.changed_data)
-        if "content" in fields:
-            obj.token_count = estimate_tokens(obj.content)
-            fields.add("token_count")
-        _save_edit(obj, fields, embedded={"content", "metadata", "msg_type"})
-        if fields & {"content", "metadata"}:
-            index.reindex_messages([obj.pk, *index.messages_after(obj.pk)])
+        # `obj` already holds the new values; message_update compares against the stored row.
+        stored = MainMessage.objects.get(pk=obj.pk)
+        message_update(stored, **{name: form.cleaned_data[name] for name in form.changed_data})
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[MainMessage]) -> None:
-        # The messages after a deleted one hold its text in their `ctx`: it must go from there
-        # too, or the deleted text would still be found through them.
-        with transaction.atomic():
-            ids = set(queryset.values_list("pk", flat=True))
-            after = {n for pk in ids for n in index.messages_after(pk)} - ids
-            delete_with_vectors(queryset)
-            index.reindex_messages(sorted(after))
+        messages_delete(messages=queryset)
 
     def delete_model(self, request: HttpRequest, obj: MainMessage) -> None:
-        self.delete_queryset(request, MainMessage.objects.filter(pk=obj.pk))
+        messages_delete(messages=MainMessage.objects.filter(pk=obj.pk))
 
 
 @admin.register(ShortTermMemory)

@@ -499,8 +499,8 @@ def post_message(
     kept = message_keep(
         agent_id=request.auth,
         session_id=session_id,
+        message=NewMessage(**payload.dict()),
         idempotency_key=idempotency_key,
-        **payload.dict(),
     )
     if not isinstance(kept, MainMessage):
         return Status(202, kept_in_jsonl(1))

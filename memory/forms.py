@@ -16,7 +16,7 @@ from django.db.models import Count, DurationField, ExpressionWrapper, F, Q, Quer
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from memory.messages import message_check, session_messages
+from memory.messages import message_check, message_update_check, session_messages
 from memory.models import (
     LongTermMemory,
     MainMessage,
@@ -27,7 +27,6 @@ from memory.models import (
     ShortTermMemory,
 )
 from memory.search import MODES, SearchQuery, SearchResult, search_agents
-from memory.subagent_run import RUN_METADATA_KEY, stored_record
 from memory.validation import InvalidInput, check_content, check_query
 
 # --- the dashboard -------------------------------------------------------------------------
@@ -363,7 +362,7 @@ MESSAGE_FIELDS = ("agent_id", "session_id", "role", "content", "msg_type", "meta
 
 class MainMessageForm(forms.ModelForm):
     """A message added here goes through message_add (its checks, token count, embedding,
-    turn summary); an edit passes the same checks on what can change."""
+    turn summary); an edit through message_update (its checks, the derived data)."""
 
     class Meta:
         model = MainMessage
@@ -373,17 +372,12 @@ class MainMessageForm(forms.ModelForm):
         data = super().clean()
         if self.errors:
             return data
-        stored = self.instance  # on a change, who said it where is read-only: the stored row's
-        adding = stored.pk is None
-        values = {name: data.get(name, getattr(stored, name)) for name in MESSAGE_FIELDS}
         try:
-            if not adding and stored_record(values["metadata"]) != stored_record(stored.metadata):
-                raise InvalidInput(
-                    f"metadata.{RUN_METADATA_KEY} is the service's record of a sub-agent run: "
-                    "it cannot be added, changed or removed"
-                )
-            # A stored run's record may stay as it is (checked just above).
-            message_check(**values, run_allowed=not adding)
+            if self.instance.pk is None:
+                message_check(**{name: data[name] for name in MESSAGE_FIELDS})
+            else:  # `instance` is still the stored row: the form's values go in after clean()
+                changed = {name: data[name] for name in self.changed_data}
+                message_update_check(self.instance, **changed)
         except InvalidInput as exc:
             _add_invalid_input(self, exc)
         return data

@@ -71,7 +71,7 @@ from memory.auth import agent_for_key, bearer_key
 from memory.context import Context, context_build
 from memory.jsonl import BackupFailed
 from memory.memories import memories_of, memory_create, memory_expire, memory_update
-from memory.messages import message_keep, session_end
+from memory.messages import NewMessage, message_keep, session_end
 from memory.models import MemoryType, MessageType, Role
 from memory.schemas import MessageOut
 from memory.search import MAX_K, Mode
@@ -251,8 +251,8 @@ def store_message(
     kept = message_keep(
         agent_id=current_agent.get(),
         session_id=session_id,
+        message=NewMessage(**message.dict()),
         idempotency_key=client_id,
-        **message.dict(),
     )
     if isinstance(kept, Path):
         return kept_in_jsonl(1)

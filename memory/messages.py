@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -18,10 +19,10 @@ from django.db import IntegrityError, InterfaceError, OperationalError, transact
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from memory import idempotency, jsonl, outage, scheduling
+from memory import idempotency, index, jsonl, outage, scheduling
 from memory.consolidation import request_consolidation
 from memory.models import MainMessage, MessageType, Role, ShortTermMemory, Trigger
-from memory.subagent_run import RUN_METADATA_KEY, SubagentRun, with_run
+from memory.subagent_run import RUN_METADATA_KEY, SubagentRun, stored_record, with_run
 from memory.tokens import estimate_tokens
 from memory.validation import (
     InvalidInput,
@@ -47,18 +48,14 @@ def message_check(
     content: str,
     msg_type: str,
     metadata: Any,
-    run_allowed: bool = False,
 ) -> None:
     """What message_add checks before it writes anything; raises InvalidInput.
 
-    Apart so that a form (the admin's) can show the errors beside its fields. `run_allowed`:
-    `metadata.subagent` may be there (an import, or an edit keeping the stored record).
+    Apart so that a form (the admin's) can show the errors beside its fields.
     """
     check_identifier("agent_id", agent_id)
     check_identifier("session_id", session_id)
-    _item_check(
-        role=role, content=content, msg_type=msg_type, metadata=metadata, run_allowed=run_allowed
-    )
+    _item_check(role=role, content=content, msg_type=msg_type, metadata=metadata, run_allowed=False)
 
 
 def _item_check(
@@ -124,6 +121,7 @@ def message_add(
 ) -> MainMessage:
     """Store one message with its token count; it waits for its embedding (has_embedding).
 
+    It is `messages_add` of a batch of one, refused as one message (`_as_one_message`).
     `timestamp`, `import_fingerprint` and `summarize=False` are for messages recorded
     earlier (migrate_jsonl): an import is embedded, but its past turns are not summarized.
     `subagent_run` is for subagents.runs alone: it becomes `metadata.subagent`, which callers
@@ -131,10 +129,6 @@ def message_add(
     an operator brings back, keep their run links). `idempotency_key`: the client's key for
     the request (memory.idempotency); a retry with it returns the message stored the first time.
     """
-    check_identifier("agent_id", agent_id)
-    check_identifier("session_id", session_id)
-    if idempotency_key is not None:
-        check_idempotency_key("idempotency_key", idempotency_key)
     new = NewMessage(
         role=role,
         content=content,
@@ -144,14 +138,14 @@ def message_add(
         import_fingerprint=import_fingerprint,
         subagent_run=subagent_run,
     )
-    _check_new(new)
-    (message,) = _store(
-        agent_id=agent_id,
-        session_id=session_id,
-        new=[new],
-        summarize=summarize,
-        idempotency_key=idempotency_key,
-    )
+    with _as_one_message():
+        (message,) = messages_add(
+            agent_id=agent_id,
+            session_id=session_id,
+            messages=[new],
+            summarize=summarize,
+            idempotency_key=idempotency_key,
+        )
     return message
 
 
@@ -159,24 +153,34 @@ def message_keep(
     *,
     agent_id: str,
     session_id: str,
-    role: str,
-    content: str,
-    msg_type: str = MessageType.NORMAL,
-    metadata: dict[str, Any] | None = None,
+    message: NewMessage,
     idempotency_key: str | None = None,
 ) -> MainMessage | Path:
-    """An agent's message (the API's and MCP's): stored, or kept in the JSONL backup when
-    the database is unavailable (`_or_kept`); returns the row or that file."""
-    fields = {"role": role, "content": content, "msg_type": msg_type, "metadata": metadata}
-    return _or_kept(
-        lambda: message_add(
-            agent_id=agent_id, session_id=session_id, idempotency_key=idempotency_key, **fields
-        ),
-        agent_id=agent_id,
-        session_id=session_id,
-        messages=[fields],
-        idempotency_key=idempotency_key,
-    )
+    """An agent's message (the API's and MCP's): `messages_keep` of a batch of one, refused
+    as one message (`_as_one_message`); returns the row, or the JSONL backup that kept it."""
+    with _as_one_message():
+        kept = messages_keep(
+            agent_id=agent_id,
+            session_id=session_id,
+            messages=[message],
+            idempotency_key=idempotency_key,
+        )
+    if isinstance(kept, Path):
+        return kept
+    (stored,) = kept
+    return stored
+
+
+@contextmanager
+def _as_one_message() -> Iterator[None]:
+    """A batch of one refused as the one message it is: the message's own error (`content`,
+    413 when too large) rather than the list's (`messages.0.content`), as the API's and MCP's
+    single-message calls have always answered."""
+    try:
+        yield
+    except InvalidItems as exc:
+        ((_, error),) = exc.errors
+        raise error from None
 
 
 def messages_keep(
@@ -186,7 +190,8 @@ def messages_keep(
     messages: Sequence[NewMessage],
     idempotency_key: str | None = None,
 ) -> list[MainMessage] | Path:
-    """An agent's batch of messages, as `message_keep` keeps one: all stored, or all kept."""
+    """An agent's batch of messages (the API's and MCP's): all stored, or, when the database
+    is unavailable, all kept in the JSONL backup (`_or_kept`); returns the rows or that file."""
     return _or_kept(
         lambda: messages_add(
             agent_id=agent_id,
@@ -240,12 +245,14 @@ def messages_add(
     summarize: bool = True,
     idempotency_key: str | None = None,
 ) -> list[MainMessage]:
-    """Store a session's messages in their order, all or none, as message_add stores one.
+    """Store a session's messages in their order, all or none. The API's, MCP's, imports'
+    and sub-agent runs' messages all come in here: message_add is a batch of one.
 
     Every message is checked before anything is written: InvalidItems lists each one at
     fault with its index. The rows go in with one transaction, and the embedding run and the
-    summaries of the turns they end are queued once for them all. `idempotency_key` as for
-    message_add: a retry returns the messages stored the first time.
+    summaries of the turns they end are queued once for them all. `idempotency_key`: the
+    client's key for the request (memory.idempotency); a retry with it returns the messages
+    stored the first time. The rest of each message's fields: NewMessage, message_add.
     """
     check_identifier("agent_id", agent_id)
     check_identifier("session_id", session_id)
@@ -388,6 +395,74 @@ def _write(
         if summarize and replies:
             scheduling.with_the_write(lambda: scheduling.schedule_summaries(replies))
     return stored
+
+
+# What an edit may change of a message. Who said it where (agent, session, role) and when is
+# the record; the token count, the vector and the lexical index rows are derived.
+EDITABLE_FIELDS = frozenset({"content", "msg_type", "metadata"})
+
+
+def message_update_check(message: MainMessage, **fields: Any) -> None:
+    """What message_update checks before it writes anything; raises InvalidInput.
+
+    Apart so that a form (the admin's) can show the errors beside its fields. A result's run
+    record (`metadata.subagent`) may stay as it is, never be added, changed or removed.
+    """
+    if unknown := set(fields) - EDITABLE_FIELDS:
+        raise InvalidInput(f"unknown fields: {', '.join(sorted(unknown))}")
+    values = {name: fields.get(name, getattr(message, name)) for name in EDITABLE_FIELDS}
+    if stored_record(values["metadata"]) != stored_record(message.metadata):
+        raise InvalidInput(
+            f"metadata.{RUN_METADATA_KEY} is the service's record of a sub-agent run: "
+            "it cannot be added, changed or removed",
+            field="metadata",
+        )
+    _item_check(role=message.role, run_allowed=True, **values)
+
+
+def message_update(message: MainMessage, **fields: Any) -> MainMessage:
+    """Change a message's EDITABLE_FIELDS, and what is derived from them, in one transaction.
+
+    The token count follows the text. Every editable field is in the vector (the text, the
+    speaker in `metadata`, `msg_type` as a filter stored with it): the message waits for a
+    new one. The lexical index rows of the message and of the messages after it that hold
+    its text in their context (`ctx`) follow the text and the speaker.
+    """
+    message_update_check(message, **fields)
+    changed = {name: value for name, value in fields.items() if getattr(message, name) != value}
+    if not changed:
+        return message
+    with transaction.atomic():
+        for name, value in changed.items():
+            setattr(message, name, value)
+        message.has_embedding = False
+        update = {*changed, "has_embedding"}
+        if "content" in changed:
+            message.token_count = estimate_tokens(message.content)
+            update.add("token_count")
+        # Only what changed is written: a timestamp set by SQLite's default (milliseconds)
+        # written back from Python (microseconds) would change its text, and with it its
+        # order among the messages of the same millisecond.
+        message.save(update_fields=sorted(update))
+        scheduling.with_the_write(scheduling.schedule_embedding)
+        if changed.keys() & {"content", "metadata"}:
+            index.reindex_messages([message.pk, *index.messages_after(message.pk)])
+    return message
+
+
+def messages_delete(*, messages: QuerySet[MainMessage]) -> int:
+    """Delete these messages with their vectors (their sub-agent transcripts go by the
+    database's ON DELETE CASCADE), in one transaction; how many were deleted.
+
+    The messages after a deleted one hold its text in their context (`ctx`): their lexical
+    index rows are made again, or the deleted text would still be found through them.
+    """
+    with transaction.atomic():
+        ids = set(messages.values_list("pk", flat=True))
+        after = {n for pk in ids for n in index.messages_after(pk)} - ids
+        deleted = delete_with_vectors(messages)
+        index.reindex_messages(sorted(after))
+    return deleted
 
 
 def session_messages(agent_id: str, session_id: str) -> QuerySet[MainMessage]:

@@ -169,7 +169,7 @@ class MainMessage(models.Model):
         """The design's rule, as `awaiting_embedding()` applies it in SQL.
 
         Both read the stored `token_count`, which every write of the text sets
-        (message_add, the admin): the two rules cannot disagree about a row.
+        (message_add, message_update): the two rules cannot disagree about a row.
         """
         return (
             self.role in EMBED_ROLES

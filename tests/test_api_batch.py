@@ -322,3 +322,33 @@ def test_no_embedding_run_is_queued_without_a_provider(api, settings):
     settings.TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
     api.post(BATCH, {"messages": _turns(2)})
     assert [t.task_path for t in DBTaskResult.objects.all()] == [scheduling.SUMMARIZE_TURN]
+
+
+def test_one_message_is_a_batch_of_one_refused_as_itself(
+    api, settings, tmp_path, django_capture_on_commit_callbacks
+):
+    """POST .../messages stores what a batch of one stores (row and backup line); what it
+    refuses, it refuses as the message's own error, not as the list's."""
+    from memory.messages import message_add
+    from memory.validation import InvalidInput
+
+    settings.ORCA = dataclasses.replace(settings.ORCA, jsonl_backup=True, data_dir=tmp_path)
+    sent = {"role": "user", "content": "我住在里斯本", "msg_type": "fact", "metadata": {"x": 1}}
+
+    with django_capture_on_commit_callbacks(execute=True):
+        single = api.post("/sessions/s1/messages", sent).json()
+        (batched,) = api.post(BATCH, {"messages": [sent]}).json()["messages"]
+
+    shown = ("session_id", "role", "content", "msg_type", "token_count", "metadata")
+    assert {k: single[k] for k in shown} == {k: batched[k] for k in shown}
+    lines = [
+        json.loads(line) for line in jsonl.backup_path("agent-a", "s1").read_text().splitlines()
+    ]
+    assert len(lines) == 2
+    assert {k: v for k, v in lines[0].items() if k != "timestamp"} == {
+        k: v for k, v in lines[1].items() if k != "timestamp"
+    }
+    with pytest.raises(InvalidInput) as refused:
+        message_add(agent_id="a1", session_id="s1", role="user", content="x", msg_type="gossip")
+    assert (type(refused.value), refused.value.field) == (InvalidInput, "msg_type")
+    assert MainMessage.objects.count() == 2

@@ -23,7 +23,7 @@ def test_an_unexpected_error_is_json_without_internals(api, monkeypatch, caplog)
     def explode(**kwargs):
         raise RuntimeError("secret internal detail")
 
-    monkeypatch.setattr("memory.messages.message_add", explode)
+    monkeypatch.setattr("memory.messages.messages_add", explode)
     response = api.post("/sessions/s1/messages", {"role": "user", "content": "x"})
 
     assert response.status_code == 500
@@ -56,7 +56,7 @@ def test_a_domain_error_naming_no_field_still_lists_one_error(api, monkeypatch):
     def refuse(**kwargs):
         raise InvalidInput("this combination is not allowed")
 
-    monkeypatch.setattr("memory.messages.message_add", refuse)
+    monkeypatch.setattr("memory.messages.messages_add", refuse)
     response = api.post("/sessions/s1/messages", {"role": "user", "content": "x"})
 
     assert response.status_code == 422

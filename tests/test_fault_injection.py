@@ -35,9 +35,10 @@ import pytest
 from django.db import DatabaseError, OperationalError, ProgrammingError, connection
 from django_tasks_db.models import DBTaskResult
 
-from memory import auth, heartbeat, jsonl
+from memory import auth, heartbeat, index, jsonl, vectors
 from memory.auth import _write_mirror, agent_for_key, api_key_create, mirror_path
 from memory.management.commands import db_worker
+from memory.messages import message_update, messages_delete
 from memory.models import ApiKey, LongTermMemory, MainMessage
 from memory.tasks import OUTCOME_LOST
 from subagents.models import SubagentMessage
@@ -327,6 +328,84 @@ def test_mcp_tells_an_outage_in_the_apis_sentence(client, settings, tmp_path, ca
     tool = json.loads(call)["params"]["name"]
     why = OUTAGES["locked beyond the busy timeout"][1]
     assert result["content"][0]["text"] == f"Error executing tool {tool}: {sentence(why)}"
+
+
+# --- editing and deleting messages: one transaction, nothing half-written -------------------
+
+# The last statement of both flows: the lexical index rows of the messages after the one edited
+# or deleted (their ctx holds its text), made again once the message itself is written.
+REINDEX = r"^UPDATE main_messages SET content = content"
+
+
+def indexed(query: str) -> set[int]:
+    hits = index.lexical_search(index.MESSAGE_TEXT, agent_id="a1", query=query, k=10)
+    return {hit.id for hit in hits}
+
+
+def turn() -> tuple[MainMessage, MainMessage]:
+    return (
+        add_message("Did you visit the aquarium yesterday?"),
+        add_message("Yes, it was wonderful.", role="assistant"),
+    )
+
+
+@pytest.mark.parametrize("outage", OUTAGES, ids=list(OUTAGES))
+def test_an_outage_during_a_message_edit_leaves_it_and_its_queue_as_they_were(settings, outage):
+    settings.TASKS = DB_TASKS
+    question, answer = turn()
+    MainMessage.objects.filter(pk=question.pk).update(has_embedding=True)
+    DBTaskResult.objects.all().delete()
+    fields = ("content", "token_count", "has_embedding", "metadata")
+    before = list(MainMessage.objects.order_by("id").values_list(*fields))
+    fault = FailingSql(REINDEX, OUTAGES[outage][0])
+
+    with connection.execute_wrapper(fault), pytest.raises(OperationalError):
+        message_update(
+            MainMessage.objects.get(pk=question.pk),
+            content="Did you visit the planetarium yesterday?",
+            metadata={"speaker": "Melanie"},
+        )
+
+    assert fault.failed == 1  # after the row was written and its embedding queued
+    assert list(MainMessage.objects.order_by("id").values_list(*fields)) == before
+    assert not DBTaskResult.objects.exists()
+    assert indexed("aquarium") == {question.pk, answer.pk}
+    assert indexed("planetarium") == indexed("Melanie") == set()
+
+
+@pytest.mark.parametrize("outage", OUTAGES, ids=list(OUTAGES))
+def test_an_outage_during_a_message_delete_keeps_the_messages_and_their_vectors(
+    fake_embedder, outage
+):
+    question, answer = turn()
+    vectors.embed_pending()
+    probe = fake_embedder.embed(["aquarium"])[0]
+    fault = FailingSql(REINDEX, OUTAGES[outage][0])
+
+    with connection.execute_wrapper(fault), pytest.raises(OperationalError):
+        messages_delete(messages=MainMessage.objects.filter(pk=question.pk))
+
+    assert fault.failed == 1  # after the message and its vector were deleted
+    assert set(MainMessage.objects.values_list("pk", flat=True)) == {question.pk, answer.pk}
+    hits = index.knn(index.MESSAGE_VECTORS, agent_id="a1", embedding=probe, k=10)
+    assert question.pk in {hit.id for hit in hits}
+    assert indexed("aquarium") == {question.pk, answer.pk}
+
+
+def test_an_admin_edit_during_an_outage_fails_and_changes_nothing(admin_client):
+    question, answer = turn()
+    url = f"/admin/memory/mainmessage/{question.pk}/change/"
+    form = {"content": "Did you visit the zoo?", "msg_type": "normal", "metadata": "null"}
+    admin_client.raise_request_exception = False  # answered as in production
+
+    with connection.execute_wrapper(FailingSql(REINDEX, "database is locked")):
+        response = admin_client.post(url, form)
+
+    assert response.status_code == 500
+    assert MainMessage.objects.get(pk=question.pk).content == question.content
+    assert indexed("zoo") == set()
+    assert admin_client.post(url, form).status_code == 302  # the retry, once it is back
+    assert indexed("zoo") == {question.pk, answer.pk}
 
 
 # --- authentication writes nothing before the message is safe -------------------------------

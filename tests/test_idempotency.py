@@ -291,7 +291,7 @@ def test_a_message_kept_in_the_jsonl_backup_records_no_key(api, settings, tmp_pa
     def locked(**fields: Any) -> None:
         raise OperationalError("database is locked")
 
-    monkeypatch.setattr("memory.messages.message_add", locked)
+    monkeypatch.setattr("memory.messages.messages_add", locked)
     kept = post(api, ONE, TEA, "k-1")
     monkeypatch.undo()
 

@@ -383,7 +383,7 @@ def test_it_keeps_the_run_owner_a_leaf_that_both_apps_import():
 
     assert graph[RUN_OWNER] <= LEAVES, graph[RUN_OWNER] - LEAVES
     importers = {module for module, targets in graph.items() if RUN_OWNER in targets}
-    assert {"memory.messages", "memory.views", "memory.context", "memory.forms"} <= importers
+    assert {"memory.messages", "memory.views", "memory.context"} <= importers
     assert {"subagents.models", "subagents.runs", "subagents.views"} <= importers
 
 

@@ -344,7 +344,7 @@ def test_a_message_the_database_cannot_take_is_kept_in_the_jsonl_backup(
     def locked(**fields: Any) -> None:
         raise OperationalError("database is locked")
 
-    monkeypatch.setattr("memory.messages.message_add", locked)
+    monkeypatch.setattr("memory.messages.messages_add", locked)
     answer = call(
         live_server.url, key, "store_message", session_id="s-1", role="user", content="断网时的消息"
     )
