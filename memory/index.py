@@ -109,6 +109,16 @@ class IndexEngine(Protocol):
         using: str,
     ) -> list[Hit]: ...
 
+    def similarities(
+        self,
+        table: VectorTable,
+        *,
+        agent_id: str,
+        embedding: Sequence[float],
+        row_ids: Collection[int],
+        using: str,
+    ) -> list[Hit]: ...
+
     def lexical_search(
         self,
         table: LexicalTable,
@@ -248,6 +258,24 @@ def knn(
     _check_filters(table.name, table.metadata, filters)
     return _engine(using).knn(
         table, agent_id=agent_id, embedding=embedding, k=k, filters=filters, using=using
+    )
+
+
+def similarities(
+    table: VectorTable,
+    *,
+    agent_id: str,
+    embedding: Sequence[float],
+    row_ids: Collection[int],
+    using: str = "default",
+) -> list[Hit]:
+    """The cosine similarity of `embedding` to each of these rows of the agent that has a
+    vector: for rows another list found (a lexical hit beyond the KNN's k), so that they are
+    judged on the same scale as the nearest."""
+    if not row_ids:
+        return []
+    return _engine(using).similarities(
+        table, agent_id=agent_id, embedding=embedding, row_ids=row_ids, using=using
     )
 
 

@@ -219,6 +219,24 @@ def knn(
         return [Hit(row_id, 1 - distance) for row_id, distance in cursor.fetchall()]
 
 
+def similarities(
+    table: VectorTable,
+    *,
+    agent_id: str,
+    embedding: Sequence[float],
+    row_ids: Collection[int],
+    using: str = "default",
+) -> list[Hit]:
+    """The cosine similarity of the embedding to each of these rows' vectors."""
+    sql = (
+        f"SELECT {_q(table.key)}, 1 - (embedding <=> %s::vector) FROM {_q(table.name)} "
+        f"WHERE agent_id = %s AND {_q(table.key)} = ANY(%s)"
+    )
+    with connections[using].cursor() as cursor:
+        cursor.execute(sql, [_as_vector(embedding), agent_id, list(row_ids)])
+        return [Hit(row_id, similarity) for row_id, similarity in cursor.fetchall()]
+
+
 # --- text ----------------------------------------------------------------------------------
 
 # Each term of the query: the lexemes that stand for it in a row's tsvector, with the weights

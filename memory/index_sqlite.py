@@ -241,6 +241,29 @@ def knn(
         return [Hit(row_id, 1 - distance) for row_id, distance in cursor.fetchall()]
 
 
+def similarities(
+    table: VectorTable,
+    *,
+    agent_id: str,
+    embedding: Sequence[float],
+    row_ids: Collection[int],
+    using: str = "default",
+) -> list[Hit]:
+    """The cosine similarity of the embedding to each of these rows' vectors. One point
+    lookup a row: vec0 answers `key IN (...)` by scanning the whole table."""
+    sql = (
+        f"SELECT {_q(table.key)}, vec_distance_cosine(embedding, %s) FROM {_q(table.name)} "
+        f"WHERE {_q(table.key)} = %s AND agent_id = %s"
+    )
+    query = _as_float32(embedding)
+    hits: list[Hit] = []
+    with connections[using].cursor() as cursor:
+        for row_id in row_ids:
+            cursor.execute(sql, [query, row_id, agent_id])
+            hits.extend(Hit(key, 1 - distance) for key, distance in cursor.fetchall())
+    return hits
+
+
 # --- text ---------------------------------------------------------------------------------
 
 

@@ -8,7 +8,7 @@ lexically and say why in `degraded`.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, get_args
 
@@ -114,12 +114,15 @@ def _min_max(values: list[float]) -> list[float]:
     return [1.0 if high == low else min(1.0, (v - low) / (high - low)) for v in values]
 
 
-def fuse_weighted(candidates: Sequence[Ranked], vector_weight: float = 0.3) -> dict[int, float]:
-    """Min-max normalised scores of each list (see `_min_max`), 30% vector + 70% lexical; a
-    missing score is 0: the search's fusion.
+def fuse_weighted(candidates: Sequence[Ranked], vector_weight: float = 0.35) -> dict[int, float]:
+    """Min-max normalised scores of each list (see `_min_max`), 35% vector + 65% lexical; a
+    missing score is 0: the search's fusion. Every lexical candidate has its similarity too
+    (`_with_similarities`); a vector candidate that says none of the query's words has no
+    lexical score.
 
     On LoCoMo this beat rank fusion, z-scores, BM25 saturation and the 70% vector / 30%
-    lexical split of the design notes (docs/EVALUATION.md, "Results").
+    lexical split of the design notes (docs/EVALUATION.md, "Results"); 35% rather than 30%
+    once every candidate had its similarity ("The default embedding model").
     """
     scores = {c.id: 0.0 for c in candidates}
     for weight, part in ((vector_weight, "vector"), (1 - vector_weight, "lexical")):
@@ -261,15 +264,17 @@ def candidates(
     mode = query.mode
     degraded: list[str] = []
     vectors: list[Hit] = []
+    query_vector: tuple[float, ...] | None = None
     if mode != "lexical":
         embedding = embedded or query_embedding(query.text)
-        if embedding.vector is None:
+        query_vector = embedding.vector
+        if query_vector is None:
             degraded.append(str(embedding.reason))
             mode = "lexical"
         else:
             vectors = _vector_hits(
                 agent_id,
-                embedding.vector,
+                query_vector,
                 pool,
                 query,
                 _filters(query, since, until, time_column="created_at", time_value=_epoch_seconds),
@@ -288,6 +293,8 @@ def candidates(
             now=now or timezone.now(),
         )
     ranked = _merge(lexical, vectors)
+    if mode == "hybrid" and query_vector is not None:
+        ranked = _with_similarities(ranked, agent_id, query_vector)
     if query.drop_echoes:
         ranked = _without_echoes(ranked, query.text)
     return Candidates(agent_id, mode, query.k, tuple(ranked), tuple(degraded))
@@ -308,6 +315,22 @@ def search_agents(*, agent_ids: Sequence[str], query: SearchQuery) -> SearchResu
     hits.sort(key=lambda hit: (-hit.score, hit.message.pk))
     answered = modes.pop() if len(modes) == 1 else ("mixed" if modes else query.mode)
     return SearchResult(mode=answered, hits=hits[: query.k], degraded=degraded)
+
+
+def _with_similarities(
+    ranked: list[Ranked], agent_id: str, vector: tuple[float, ...]
+) -> list[Ranked]:
+    """Each lexical candidate beyond the KNN's k given its similarity to the query (its rank
+    in the vector list stays empty), so that every candidate is fused, and judged by the
+    context's relevance floor, on the same scale."""
+    missing = [c.id for c in ranked if c.vector is None]
+    found = {
+        hit.id: hit.score
+        for hit in index.similarities(
+            index.MESSAGE_VECTORS, agent_id=agent_id, embedding=vector, row_ids=missing
+        )
+    }
+    return [replace(c, vector=found.get(c.id, c.vector)) for c in ranked]
 
 
 def _without_echoes(ranked: list[Ranked], query: str) -> list[Ranked]:

@@ -11,10 +11,13 @@ import pytest
 from django.utils import timezone
 
 from bench.evaluation import fuse_rrf
-from memory import vectors
+from memory import index, vectors
+from memory import search as search_module
+from memory.index import MESSAGE_VECTORS
 from memory.models import MainMessage
 from memory.search import SearchQuery, candidates, fuse_weighted, search
 from memory.validation import InvalidInput
+from memory.vectors import query_embedding
 from subagents.runs import subagent_record
 from tests.factories import add_message
 
@@ -79,7 +82,7 @@ def test_hybrid_mode_fuses_both_lists_and_explains_each_hit(corpus):
     top = result.hits[0]
     assert top.message.pk == corpus["tea"].pk
     assert top.lexical_rank == 1 and top.vector_rank == 1
-    assert top.score == pytest.approx(1.0)  # best of both lists: 0.3 x 1 + 0.7 x 1
+    assert top.score == pytest.approx(1.0)  # best of both lists: 0.35 x 1 + 0.65 x 1
     assert all(0 <= hit.score <= 1 for hit in result.hits)
     assert all(hit.message.agent_id == "a1" for hit in result.hits)
 
@@ -93,6 +96,29 @@ def test_search_is_its_candidates_fused_by_weight_and_the_evaluation_can_fuse_th
     rrf = found.best(fuse_rrf)
     assert rrf.hits[0].message.pk == corpus["tea"].pk
     assert rrf.hits[0].score == pytest.approx(2 / 61)  # 1 / (60 + rank 1), in both lists
+
+
+def test_a_word_match_beyond_the_nearest_vectors_is_fused_with_its_own_similarity(
+    fake_embedder, monkeypatch
+):
+    # Each list brings two candidates: the nearest vectors are the messages that repeat the
+    # query's stop words, which the text index does not read; the word match is not among them.
+    monkeypatch.setattr(search_module, "POOL", 1)
+    at = {"timestamp": CORPUS_TIME}
+    for text in ["the in the", "in the in the", "the the in"]:
+        add_message(text, **at)
+    leaves = add_message("tea leaves", **at)
+    vectors.embed_pending()
+    query = SearchQuery("the tea in the", mode="hybrid", k=1)
+
+    found = {c.id: c for c in candidates(agent_id="a1", query=query).ranked}
+
+    word_match = found[leaves.pk]
+    assert word_match.lexical_rank == 1 and word_match.vector_rank is None
+    embedding = query_embedding(query.text)
+    every = index.knn(MESSAGE_VECTORS, agent_id="a1", embedding=embedding.vector, k=10)
+    assert word_match.vector == pytest.approx(dict(every)[leaves.pk], abs=1e-6)
+    assert all(c.vector is not None for c in found.values())
 
 
 @pytest.mark.parametrize("mode", ["lexical", "vector", "hybrid"])

@@ -56,6 +56,27 @@ def test_it_never_returns_another_agents_vectors():
     assert index.knn(MESSAGE_VECTORS, agent_id="nobody", embedding=unit(0), k=5) == []
 
 
+def test_it_scores_the_rows_asked_for_as_knn_scores_them():
+    put(1, unit(0))
+    put(2, unit(0, wobble=0.5))
+    put(3, unit(1))
+    put(4, unit(0), agent="a2")  # another agent's row is never scored
+    nearest = {
+        hit.id: hit.score
+        for hit in index.knn(MESSAGE_VECTORS, agent_id="a1", embedding=unit(0), k=3)
+    }
+
+    scored = index.similarities(
+        MESSAGE_VECTORS, agent_id="a1", embedding=unit(0), row_ids=[2, 3, 4, 99]
+    )
+
+    assert sorted(hit.id for hit in scored) == [2, 3]
+    for hit in scored:
+        assert math.isclose(hit.score, nearest[hit.id], abs_tol=1e-6)
+    assert math.isclose(dict(scored)[2], 1 / math.sqrt(1.25), abs_tol=1e-6)
+    assert index.similarities(MESSAGE_VECTORS, agent_id="a1", embedding=unit(0), row_ids=[]) == []
+
+
 def test_it_filters_on_metadata_inside_the_scan():
     put(1, unit(0), session="s1", created_at=100)
     put(2, unit(0, 0.1), session="s2", created_at=200)
