@@ -524,14 +524,3 @@ def run_consolidation(run_id: int) -> ConsolidationRun | None:
         raise
     cleanup(run.agent_id)
     return run
-
-
-def consolidate_session(
-    *, agent_id: str, session_id: str, trigger: str = Trigger.SESSION_END
-) -> ConsolidationRun:
-    """Request the session's consolidation and run it here rather than in the worker, unless
-    the agent's window defers it (commands, tests); returns the run as it stands."""
-    run = request_consolidation(agent_id=agent_id, session_id=session_id, trigger=trigger)
-    run_consolidation(run.pk)  # nothing to do if the task already ran it
-    run.refresh_from_db()
-    return run

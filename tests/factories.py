@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from memory.consolidation import request_consolidation, run_consolidation
 from memory.messages import message_add
-from memory.models import MainMessage, MessageType
+from memory.models import ConsolidationRun, MainMessage, MessageType, Trigger
 
 
 def add_message(
@@ -32,3 +33,14 @@ def add_message(
         timestamp=timestamp,
         summarize=summarize,
     )
+
+
+def consolidate_session(
+    *, agent_id: str, session_id: str, trigger: str = Trigger.SESSION_END
+) -> ConsolidationRun:
+    """Request the session's consolidation and run it here rather than in the worker, unless
+    the agent's window defers it; returns the run as it stands."""
+    run = request_consolidation(agent_id=agent_id, session_id=session_id, trigger=trigger)
+    run_consolidation(run.pk)  # nothing to do if the task already ran it
+    run.refresh_from_db()
+    return run

@@ -15,11 +15,10 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from memory.consolidation import consolidate_session
 from memory.memories import memory_create, memory_delete, memory_update
 from memory.models import MainMessage, ShortTermMemory
 from subagents.runs import subagent_finish, subagent_record
-from tests.factories import add_message
+from tests.factories import add_message, consolidate_session
 from tests.test_ui_browser import BROWSER_TESTS, SIZES, browser  # noqa: F401 (fixtures)
 
 pytestmark = BROWSER_TESTS

@@ -15,7 +15,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from memory import consolidation, embeddings, tasks, vectors
-from memory.consolidation import consolidate_session, request_consolidation
+from memory.consolidation import request_consolidation
 from memory.extraction import Extracted, speaks_for_a_person
 from memory.memories import by_a_person, memory_create
 from memory.messages import SessionEnded, session_end
@@ -28,7 +28,7 @@ from memory.models import (
     LongTermMemoryHistory,
 )
 from memory.text import text_similarity
-from tests.factories import add_message
+from tests.factories import add_message, consolidate_session
 from tests.fakes import FakeEmbedder
 from tests.helpers import last_line, manage
 

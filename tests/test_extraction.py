@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from memory.consolidation import consolidate_session
 from memory.extraction import classify, offline_extract, sentences
 from memory.messages import message_add
 from memory.models import LongTermMemory, MainMessage
+from tests.factories import consolidate_session
 
 MAY_8 = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 

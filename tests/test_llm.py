@@ -18,12 +18,12 @@ import httpx
 import pytest
 
 from memory import consolidation, heartbeat, llm, summaries
-from memory.consolidation import InvalidAnswer, consolidate_session, llm_extract
+from memory.consolidation import InvalidAnswer, llm_extract
 from memory.llm import ChatClient, Counts, LLMError, Usage
 from memory.models import LongTermMemory, ShortTermMemory
 from memory.remote import retry_after_seconds
 from memory.summaries import summarize_turns
-from tests.factories import add_message
+from tests.factories import add_message, consolidate_session
 
 
 @dataclasses.dataclass

@@ -8,13 +8,12 @@ import pytest
 from django.utils import timezone
 
 from memory import cleanup, llm
-from memory.consolidation import consolidate_session
 from memory.context import context_build
 from memory.extraction import offline_extract
 from memory.models import ConsolidationRun, LongTermMemory, LongTermMemoryHistory, ShortTermMemory
 from memory.summaries import summarize_turns
 from memory.text import text_similarity
-from tests.factories import add_message
+from tests.factories import add_message, consolidate_session
 
 pytestmark = pytest.mark.django_db
 

@@ -95,8 +95,8 @@ def test_the_consolidation_panel_links_each_runs_memories(
 ):
     from playwright.sync_api import expect
 
-    from memory.consolidation import consolidate_session
     from memory.models import ConsolidationRun, LongTermMemory
+    from tests.factories import consolidate_session
 
     message_add(
         agent_id="agent-a", session_id="s-1", role="user", content="I am allergic to peanuts."
@@ -347,7 +347,7 @@ def test_the_session_list_filters_sorts_and_shows_its_columns(
 
     from django.utils import timezone
 
-    from memory.consolidation import consolidate_session
+    from tests.factories import consolidate_session
 
     may = timezone.make_aware(datetime(2026, 5, 8, 9, 0))
     for minute in (0, 30, 125):

@@ -121,9 +121,9 @@ def test_a_link_to_a_message_opens_the_page_that_holds_it(admin_client, conversa
 def test_the_session_shows_its_consolidation_runs_and_their_memories(
     admin_client, conversation, django_assert_max_num_queries
 ):
-    from memory.consolidation import consolidate_session
     from memory.memories import memory_delete
     from memory.models import ConsolidationRun
+    from tests.factories import consolidate_session
 
     empty = admin_client.get(session_url())
     assert empty.context["consolidation"] == []
