@@ -1,5 +1,6 @@
 """The import graph of the project's packages has no cycle, and migrations import no live code;
-one module owns the sub-agent run record and reads the sub-agent table's layout.
+one module owns the sub-agent run record and reads the sub-agent table's layout; no module
+or function outgrows a reading (1,000 and 100 lines).
 
 The graph is read from the source with `ast`, not from what Python happened to import: every
 import statement counts, those inside functions too (a deferred import hides a cycle, it does
@@ -484,3 +485,27 @@ def test_it_finds_every_read_of_the_run_layout_and_no_mention(tmp_path):
         "line 7: metadata__subagent__agent_name",
         "line 8: subagent_messages",
     ]
+
+
+# --- size -----------------------------------------------------------------------------------
+
+# A module a newcomer can read in one sitting, a function on one screen: past these, split by
+# concern (docs/ARCHITECTURE.md). Migrations are written once and never read as code.
+MAX_MODULE_LINES = 1_000
+MAX_FUNCTION_LINES = 100
+
+
+def test_no_module_or_function_outgrows_a_reading():
+    too_long: list[str] = []
+    for module, path in project_modules(ROOT).items():
+        if ".migrations." in f"{module}.":
+            continue
+        source = path.read_text("utf-8")
+        if (lines := len(source.splitlines())) > MAX_MODULE_LINES:
+            too_long.append(f"{module}: {lines} lines")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    too_long.append(f"{module}.{node.name}: {length} lines")
+    assert too_long == []
