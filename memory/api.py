@@ -566,6 +566,19 @@ def list_messages(request: HttpRequest, session_id: str) -> Any:
     return session_or_404(request.auth, session_id)
 
 
+def message_or_404(agent_id: str, message_id: int) -> MainMessage:
+    """The agent's message (the API's and MCP's): a message of a session, never a sub-agent
+    transcript's (their ids are another table's); another agent's is not found."""
+    return get_object_or_404(MainMessage, pk=message_id, agent_id=agent_id)
+
+
+@router.get("/messages/{int:message_id}", response=MessageOut, tags=["messages"])
+def get_message(request: HttpRequest, message_id: int) -> Any:
+    """One of the agent's messages, whole: what a recalled line of a context names as `#id`
+    (shown cut there when it is long), with its session, role, type, time and metadata."""
+    return message_or_404(request.auth, message_id)
+
+
 @router.delete("/sessions/{session_id}", response=SessionDeletedOut, tags=["messages"])
 def delete_session(request: HttpRequest, session_id: str) -> dict[str, Any]:
     """Delete the session's messages, sub-agent transcripts, summaries and vectors."""
