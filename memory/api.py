@@ -302,7 +302,13 @@ class ContextLayerOut(Schema):
 class ContextExplanationOut(Schema):
     model_window: int
     budget: int = Field(description="60% of the window")
-    used: int
+    used: int = Field(description="the layers' tokens and the date line's")
+    date_line: str | None = Field(
+        description="the system message's first line: today's date, weekday and time in UTC "
+        "(the time zone of every date a context shows), in Chinese when the query is mostly "
+        "Chinese; null when there is no system message"
+    )
+    date_line_tokens: int = Field(description="its tokens, with the blank line after it")
     query: str | None = Field(description="what the layers were chosen for")
     query_source: str = Field(description="request, newest user message, or none")
     layers: dict[str, ContextLayerOut] = Field(
@@ -609,6 +615,8 @@ def build_context(request: HttpRequest, session_id: str, payload: ContextIn) -> 
             "model_window": context.window,
             "budget": context.budget,
             "used": context.used,
+            "date_line": context.date_line,
+            "date_line_tokens": context.date_line_tokens,
             "query": context.query,
             "query_source": context.query_source,
             "layers": context.layers,

@@ -274,6 +274,8 @@ def explain(context: Context) -> str:
         lines.append(
             f"{name}: {len(layer.items)} items, {layer.used} tokens, by {layer.method}{left_out}"
         )
+    if context.date_line is not None:
+        lines.append(f"date line: {context.date_line_tokens} tokens")
     lines += [f"cut: {cut}" for cut in context.cuts]
     lines += [f"degraded: {reason}" for reason in context.degraded]
     return "\n".join(lines)
