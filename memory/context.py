@@ -495,12 +495,15 @@ def _fit(
 
 
 def recalled_line(message: MainMessage) -> str:
-    """How a recalled message reads in the prompt: "- [8 May 2023 13:56] [#123] Caroline:
-    text", its id the one `GET /messages/{id}` answers whole (a long text is shown cut)."""
+    """How a recalled message reads in the prompt: "- [8 May 2023 13:56] Caroline: text";
+    shown cut, "- [8 May 2023 13:56] [#123] Caroline: text... [truncated]", with the id
+    `GET /messages/{id}` answers whole. (On every line, ids cost LoCoMo's context 0.004 of
+    its evidence at window 4096: a line that is the whole text goes without.)"""
     content = message.content
-    text, _ = truncate_to_tokens(content, RECALL_MESSAGE_TOKENS, mark=cut_mark(content))
+    text, cut = truncate_to_tokens(content, RECALL_MESSAGE_TOKENS, mark=cut_mark(content))
+    reference = f" [#{message.pk}]" if cut else ""
     when = minute_label(message.timestamp)
-    return f"- [{when}] [#{message.pk}] {speaker(message.role, message.metadata)}: {text}"
+    return f"- [{when}]{reference} {speaker(message.role, message.metadata)}: {text}"
 
 
 @dataclass(frozen=True)

@@ -288,9 +288,9 @@ def test_the_endpoint_validates_its_body(api):
 def test_the_system_message_opens_with_the_date_and_the_dated_lines_it_counts_from(
     on_thursday, query, line
 ):
-    """ "How many days ago" needs both ends: today (UTC, as every date of the context) in the
-    query's language, and each recalled line's own date and id."""
-    camping = add_message(
+    """'How many days ago' needs both ends: today (UTC, as every date of the context) in the
+    query's language, and each recalled line's own date."""
+    add_message(
         "We went camping at the lake. 我们去湖边露营了。",
         session_id="old",
         timestamp=datetime(2026, 11, 20, 9, 30, tzinfo=UTC),
@@ -302,7 +302,7 @@ def test_the_system_message_opens_with_the_date_and_the_dated_lines_it_counts_fr
 
     system = context.messages[0]["content"]
     assert system.startswith(line + "\n\nRecalled from earlier conversations:\n")
-    assert f"- [20 November 2026 09:30] [#{camping.pk}] user: We went camping" in system
+    assert "- [20 November 2026 09:30] user: We went camping" in system
     assert context.date_line == line
     assert context.date_line_tokens == header_tokens(line)
     layers = sum(layer.used for layer in context.layers.values())

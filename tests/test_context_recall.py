@@ -78,10 +78,10 @@ def test_a_new_session_gets_the_earlier_messages_that_answer_its_question_with_t
     assert by_id[camping[1].pk].method == "neighbour"
     assert by_id[camping[0].pk].method == "lexical"
     text = system_text(context)
-    # Each line dated, with the id GET /messages/{id} answers whole.
-    hit, reply = camping[0].pk, camping[1].pk
-    assert f"Session monday:\n- [8 May 2023 13:56] [#{hit}] user: We went camping at the" in text
-    assert f"- [8 May 2023 13:57] [#{reply}] assistant: That sounds lovely!" in text
+    # Each line dated; shown whole, it needs no id (GET /messages/{id}) to be read.
+    assert "Session monday:\n- [8 May 2023 13:56] user: We went camping at the lake" in text
+    assert "- [8 May 2023 13:57] assistant: That sounds lovely!" in text
+    assert "[#" not in text
     assert context.messages[-1] == {"role": "user", "content": "Where did we go camping?"}
 
 
@@ -674,6 +674,7 @@ def test_a_long_recalled_message_is_cut_in_its_language_and_its_id_gives_it_whol
     """The cut ends in the text's language (a sub-agent's stored result keeps the design's
     mark); the line's #id is the one `GET /messages/{id}` answers with the whole text."""
     stored = api.post("/sessions/old/messages", {"role": "user", "content": long}).json()
+    api.post("/sessions/old/messages", {"role": "assistant", "content": "Lovely!"})
     api.post("/sessions/new/messages", {"role": "user", "content": question})
 
     system = api.post("/sessions/new/context", {"model_window": 8192}).json()["messages"][0]
@@ -682,5 +683,7 @@ def test_a_long_recalled_message_is_cut_in_its_language_and_its_id_gives_it_whol
     whole = api.get(f"/messages/{named}").json()
 
     assert line.endswith(mark) and TRUNCATION_MARK not in line
+    assert "] assistant: Lovely!" in system["content"]  # whole, without an id
+    assert system["content"].count("[#") == 1
     assert named == stored["id"] and whole["content"] == long
     assert long.startswith(line.split(": ", 1)[1].removesuffix(mark))
