@@ -622,12 +622,14 @@ FACTS = [
     {
         "clause": "Also, heads up that I'm allergic to {v}, so anything food-related needs to work around that.",
         "question": "What am I allergic to?",
+        "echo": "Since you're allergic to {v}, double-check labels and tell the kitchen whenever you eat out.",
         "answer": "{v}",
         "values": [{"v": "peanuts"}, {"v": "shellfish"}, {"v": "sesame"}],
     },
     {
         "clause": "My {rel} {name} is coming to stay with us from {city} soon, so I'm trying to get organised.",
         "question": "Where is my {rel} {name} coming from?",
+        "echo": "With your {rel} {name} staying with you, it may help to plan a couple of things you can do together.",
         "answer": "{city}",
         "values": [
             {"rel": "sister", "name": "Anika", "city": "Vancouver"},
@@ -638,6 +640,7 @@ FACTS = [
     {
         "clause": "Sorry if I'm slow today, my {pet} {name} kept me up half the night.",
         "question": "What's the name of my {pet}?",
+        "echo": "I hope {name} lets you sleep better tonight; a tired owner and a restless {pet} are a tough combination.",
         "answer": "{name}",
         "values": [
             {"pet": "cat", "name": "Biscuit"},
@@ -648,6 +651,7 @@ FACTS = [
     {
         "clause": "For context, I work as {job}, so my evenings are the only free time I get.",
         "question": "What do I do for a living?",
+        "echo": "Working as {job} is demanding, so keep the plan light on weekday evenings.",
         "answer": "{job}",
         "values": [
             {"job": "a data engineer at a bank"},
@@ -658,12 +662,14 @@ FACTS = [
     {
         "clause": "We only have one car, an old {car}, and my partner needs it most days.",
         "question": "What car do we have?",
+        "echo": "Since you share the {car}, plan anything that needs the car for the days your partner doesn't.",
         "answer": "{car}",
         "values": [{"car": "Honda Civic"}, {"car": "Skoda Octavia"}, {"car": "Toyota RAV4"}],
     },
     {
         "clause": "I grew up in {town}, so a bit of bad weather doesn't really scare me.",
         "question": "Where did I grow up?",
+        "echo": "Growing up in {town} probably makes this weather feel mild.",
         "answer": "{town}",
         "values": [{"town": "Winnipeg"}, {"town": "Aberdeen"}, {"town": "El Paso"}],
     },
@@ -674,6 +680,8 @@ CHANGED = [
         "old": "My manager {old} wants a status update from me every Friday, which eats my afternoon.",
         "new": "Big change at work: {new} is my manager now, since {old} moved to another team.",
         "question": "Who is my manager now?",
+        "echo_old": "A weekly status update for {old} is easier if you keep a running list of what you did each day.",
+        "echo_new": "A new manager like {new} usually appreciates a short summary of your projects early on.",
         "answer": "{new}",
         "values": [
             {"old": "Ian", "new": "Rachel"},
@@ -685,6 +693,8 @@ CHANGED = [
         "old": "I'm at {old} kg right now and would like to get a bit lower by summer.",
         "new": "Weighed myself this week and I'm down to {new} kg, which feels great.",
         "question": "How much do I weigh now?",
+        "echo_old": "Going down from {old} kg is best done slowly, about half a kilo a week.",
+        "echo_new": "Congratulations on reaching {new} kg; keep the habits that got you there.",
         "answer": "{new} kg",
         "values": [
             {"old": "74", "new": "70"},
@@ -696,6 +706,8 @@ CHANGED = [
         "old": "Our big summer trip this year is going to be {old} in August.",
         "new": "Change of plans for the summer: we're doing {new} instead of {old} now.",
         "question": "Where are we going on our summer trip?",
+        "echo_old": "For a summer trip to {old}, book flights early, since August is peak season.",
+        "echo_new": "{new} is a great choice for the summer trip; check what the weather is like there in August.",
         "answer": "{new}",
         "values": [
             {"old": "Portugal", "new": "Iceland"},
@@ -707,6 +719,8 @@ CHANGED = [
         "old": "I take the {old} to work, about forty minutes each way.",
         "new": "I've switched my commute and now go by {new}, which is honestly nicer.",
         "question": "How do I get to work these days?",
+        "echo_old": "Forty minutes on the {old} each way is a good slot for podcasts or reading.",
+        "echo_new": "Commuting by {new} is a nice change; give yourself a few weeks to settle into it.",
         "answer": "{new}",
         "values": [
             {"old": "subway", "new": "bike"},
@@ -813,6 +827,7 @@ DATED = [
     {
         "clause": "I had my {exam} {when}, so my brain is a bit fried.",
         "question": "On what day did I have my {exam}?",
+        "echo": "Well done on getting through the {exam}; give yourself an evening off.",
         "values": [
             {"exam": "AWS certification exam"},
             {"exam": "driving theory test"},
@@ -822,6 +837,7 @@ DATED = [
     {
         "clause": "We signed the lease on the new {home} {when}!",
         "question": "On what day did we sign the lease on the new {home}?",
+        "echo": "Congratulations on the lease for the new {home}! Moving is a lot of small jobs, so a checklist helps.",
         "values": [{"home": "apartment"}, {"home": "flat"}, {"home": "house"}],
     },
 ]
@@ -832,6 +848,8 @@ BETWEEN = [
         "first": "I started an online {course} course {when}, wish me luck.",
         "second": "I finished the last module of my {course} course {when}!",
         "question": "How many days did it take me to finish my {course} course?",
+        "echo_first": "Good luck with the {course} course; a fixed weekly slot helps you finish it.",
+        "echo_second": "Congratulations on finishing the {course} course!",
         "values": [
             {"course": "machine learning"},
             {"course": "Spanish"},
@@ -842,6 +860,8 @@ BETWEEN = [
         "first": "I sprained my ankle {when} playing {sport}, so I'm hobbling around.",
         "second": "I played {sport} again {when} for the first time since the sprain.",
         "question": "How many days after spraining my ankle did I play {sport} again?",
+        "echo_first": "Rest the sprained ankle and ease back into {sport} only when it stops hurting.",
+        "echo_second": "Glad the ankle held up for {sport}; build back up gradually.",
         "values": [{"sport": "basketball"}, {"sport": "squash"}, {"sport": "volleyball"}],
     },
 ]
@@ -856,6 +876,7 @@ COUNTED = [
             "I {did} {when} and finally managed the route I'd been stuck on.",
         ],
         "question": "How many times did I {go} in {month}?",
+        "echo": "It sounds like you {did} again; sessions like that count as training too, so plan a lighter day after.",
         "values": [
             {"did": "went climbing", "go": "go climbing"},
             {"did": "went bouldering", "go": "go bouldering"},
@@ -870,6 +891,7 @@ COUNTED = [
             "I {did} {when} since the fridge was empty.",
         ],
         "question": "How many times did I {go} in {month}?",
+        "echo": "No judgement that you {did}; keeping a few quick meals in the freezer makes it easier next time.",
         "values": [
             {"did": "ordered takeout", "go": "order takeout"},
             {"did": "got fish and chips", "go": "get fish and chips"},
@@ -883,6 +905,7 @@ LISTED = [
     {
         "mention": "I just finished reading {item}, by the way.",
         "question": "Which books have I finished reading so far?",
+        "echo": "Nice that you finished {item}; writing two lines about each book you read helps you remember it.",
         "values": [
             {"items": ["Project Hail Mary", "The Midnight Library", "Educated"]},
             {"items": ["Wolf Hall", "The Guns of August", "SPQR"]},
@@ -892,6 +915,7 @@ LISTED = [
     {
         "mention": "We tried a new place called {item} for dinner this week, pretty good actually.",
         "question": "Which new restaurants have we tried this year?",
+        "echo": "Glad {item} was good; it's worth noting what you ordered so you remember next time.",
         "values": [
             {"items": ["Saffron House", "Nonna Rosa", "The Green Fork"]},
             {"items": ["The Brass Anchor", "Little Lahore"]},
@@ -908,14 +932,17 @@ PREFERENCES = [
             {
                 "clause": "Honestly, I can't stand crowded tourist spots, they drain me.",
                 "answer": "somewhere quiet, not crowded",
+                "echo": "I'll keep in mind that busy tourist crowds wear you out.",
             },
             {
                 "clause": "I'd rather not drive for more than an hour, long drives make me miserable.",
                 "answer": "somewhere close, no long drive",
+                "echo": "Noted that long drives make you miserable, so I'll stick to places close by.",
             },
             {
                 "clause": "I really hate the cold, anything under ten degrees and I'm miserable.",
                 "answer": "somewhere warm",
+                "echo": "Since the cold really gets to you, dress in layers and keep outdoor plans short.",
             },
         ],
     },
@@ -925,14 +952,17 @@ PREFERENCES = [
             {
                 "clause": "I've been vegetarian for about six years now, so work barbecues are always fun.",
                 "answer": "something vegetarian",
+                "echo": "As you're vegetarian, I've kept meat out of the suggestions.",
             },
             {
                 "clause": "I don't eat pork, which makes British breakfasts a bit tricky.",
                 "answer": "something without pork",
+                "echo": "Since you don't eat pork, I've left out bacon and sausages.",
             },
             {
                 "clause": "I'm trying to stay low-carb these days, so no pasta for me.",
                 "answer": "something low-carb",
+                "echo": "As you're keeping things low-carb, I've skipped pasta and bread.",
             },
         ],
     },
@@ -942,14 +972,17 @@ PREFERENCES = [
             {
                 "clause": "I'm useless before 10 am, my brain just doesn't start.",
                 "answer": "after 10 am, not early morning",
+                "echo": "Since your brain doesn't start before 10, keep anything demanding for later in the day.",
             },
             {
                 "clause": "I'm up at 5:30 every day anyway, I'm a total morning person.",
                 "answer": "early morning",
+                "echo": "As a morning person up at 5:30, you can use those early hours for the hardest tasks.",
             },
             {
                 "clause": "Since I work nights, I sleep from about 9 am to 4 pm.",
                 "answer": "late afternoon or evening, after 4 pm",
+                "echo": "Since you sleep in the daytime after night shifts, plan around that sleep.",
             },
         ],
     },
@@ -959,14 +992,17 @@ PREFERENCES = [
             {
                 "clause": "I'm trying to keep any extra spending under $50 this year.",
                 "answer": "something under $50",
+                "echo": "With your $50 limit on extras this year, I've kept the options cheap.",
             },
             {
                 "clause": "I'd like to stop buying stuff, I prefer giving experiences rather than things.",
                 "answer": "an experience, not a thing",
+                "echo": "Since you'd rather give experiences than things, skip the gadget aisle.",
             },
             {
                 "clause": "I love handmade things, I'd always rather make something than buy it.",
                 "answer": "something handmade",
+                "echo": "Since you love handmade things, you could make part of this yourself.",
             },
         ],
     },

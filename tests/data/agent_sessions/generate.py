@@ -113,6 +113,7 @@ class Said:
     offset: int = 0  # days before the session the event happened
     request_first: bool | None = None  # None: either order
     assistant: dict[str, str] | None = None
+    echo: str = ""  # what the reply to this turn says about it, in other words
 
 
 @dataclass
@@ -131,6 +132,15 @@ class Plan:
     dates: list[date]
     said: list[Said] = field(default_factory=list)
     questions: list[Question] = field(default_factory=list)
+    # session -> what a reply of it says again about something the user said before
+    recalled: dict[int, list[str]] = field(default_factory=lambda: defaultdict(list))
+
+    def recall_later(self, rng: random.Random, said: Said) -> None:
+        """The assistant brings a lasting fact up again in one or two later sessions, as
+        assistants do ("since you're allergic to peanuts ...")."""
+        later = range(said.session + 1, SESSIONS)
+        for session in rng.sample(later, min(len(later), rng.randint(1, 2))):
+            self.recalled[session].append(said.echo)
 
     def load(self, session: int) -> int:
         return sum(s.session == session for s in self.said)
@@ -164,14 +174,19 @@ def plan_simple(lang: Language, rng: random.Random, plan: Plan, persona: int) ->
     for i, frame in enumerate(b.FACTS):
         v = frame["values"][persona]
         key = f"fact-{i}"
-        plan.said.append(Said(key, plan.pick(rng, range(SESSIONS)), fill(frame["clause"], v)))
+        said = Said(key, plan.pick(rng, range(SESSIONS)), fill(frame["clause"], v))
+        said.echo = fill(frame["echo"], v)
+        plan.said.append(said)
+        plan.recall_later(rng, said)
         plan.questions.append(
             Question("fact", fill(frame["question"], v), fill(frame["answer"], v), [key])
         )
     for i, frame in enumerate(b.PREFERENCES):
         v = frame["values"][persona]
         key = f"pref-{i}"
-        plan.said.append(Said(key, plan.pick(rng, range(SESSIONS - 2)), v["clause"]))
+        said = Said(key, plan.pick(rng, range(SESSIONS - 2)), v["clause"], echo=v["echo"])
+        plan.said.append(said)
+        plan.recall_later(rng, said)
         plan.questions.append(Question("recommend", frame["question"], v["answer"], [key]))
     for i, frame in enumerate(b.ASSISTANT_SAID):
         v = frame["values"][persona]
@@ -187,7 +202,7 @@ def plan_simple(lang: Language, rng: random.Random, plan: Plan, persona: int) ->
         key, offset = f"dated-{i}", rng.choice([0, 1])
         session = plan.pick(rng, range(1, SESSIONS))
         clause = fill(frame["clause"], v | {"when": when(lang, rng, offset)})
-        plan.said.append(Said(key, session, clause, offset))
+        plan.said.append(Said(key, session, clause, offset, echo=fill(frame["echo"], v)))
         answer = lang.day(plan.dates[session] - timedelta(days=offset))
         plan.questions.append(Question("temporal", fill(frame["question"], v), answer, [key]))
 
@@ -199,8 +214,9 @@ def plan_changed(lang: Language, rng: random.Random, plan: Plan, persona: int) -
         v = frame["values"][persona]
         old = plan.pick(rng, range(SESSIONS // 2))
         new = plan.pick(rng, range(old + 4, SESSIONS))
-        plan.said.append(Said(f"changed-{i}-old", old, fill(frame["old"], v)))
-        plan.said.append(Said(f"changed-{i}", new, fill(frame["new"], v)))
+        echo_old, echo_new = fill(frame["echo_old"], v), fill(frame["echo_new"], v)
+        plan.said.append(Said(f"changed-{i}-old", old, fill(frame["old"], v), echo=echo_old))
+        plan.said.append(Said(f"changed-{i}", new, fill(frame["new"], v), echo=echo_new))
         answer = fill(frame["answer"], v)
         plan.questions.append(
             Question(
@@ -223,7 +239,8 @@ def plan_between(lang: Language, rng: random.Random, plan: Plan, persona: int) -
         for part, session in (("first", first), ("second", second)):
             offset = rng.choice([0, 1])
             clause = fill(frame[part], v | {"when": when(lang, rng, offset)})
-            plan.said.append(Said(f"between-{i}-{part}", session, clause, offset))
+            echo = fill(frame[f"echo_{part}"], v)
+            plan.said.append(Said(f"between-{i}-{part}", session, clause, offset, echo=echo))
             days.append(plan.dates[session] - timedelta(days=offset))
         keys = [f"between-{i}-first", f"between-{i}-second"]
         answer = lang.days((days[1] - days[0]).days)
@@ -247,7 +264,8 @@ def plan_aggregation(lang: Language, rng: random.Random, plan: Plan, persona: in
         for n, (session, template) in enumerate(zip(inside + outside, templates, strict=True)):
             key = f"counted-{i}-{n}"
             clause = fill(template, v | {"when": when(lang, rng, 0)})
-            plan.said.append(Said(key, session, clause, request_first=True))
+            echo = fill(frame["echo"], v)
+            plan.said.append(Said(key, session, clause, request_first=True, echo=echo))
             if n < len(inside):
                 keys.append(key)
         question = fill(frame["question"], v | {"month": lang.month(month)})
@@ -258,16 +276,23 @@ def plan_aggregation(lang: Language, rng: random.Random, plan: Plan, persona: in
         keys = [f"listed-{i}-{n}" for n in range(len(items))]
         for key, session, item in zip(keys, sessions, items, strict=True):
             clause = fill(frame["mention"], {"item": item})
-            plan.said.append(Said(key, session, clause, request_first=True))
+            echo = fill(frame["echo"], {"item": item})
+            plan.said.append(Said(key, session, clause, request_first=True, echo=echo))
         plan.questions.append(Question("aggregation", frame["question"], lang.listing(items), keys))
 
 
 def compose_reply(
-    lang: Language, rng: random.Random, topic: dict[str, Any], subject: str, said: str | None
+    lang: Language,
+    rng: random.Random,
+    topic: dict[str, Any],
+    subject: str,
+    said: str | None,
+    echoes: list[str],
 ) -> str:
     """An assistant's reply of 150 to 600 words: an opener naming the request, the topic's tips
     and generic advice in paragraphs and lists, maybe code and a disclaimer, a closer; `said`,
-    the paragraph a question asks about, among the first blocks."""
+    the paragraph a question asks about, among the first blocks; `echoes`, what it says about
+    things the user said, anywhere in its body."""
     b = lang.blocks
     tips = rng.sample(topic["tips"], len(topic["tips"]))
     generic = rng.sample(b.GENERIC, len(b.GENERIC))
@@ -296,10 +321,13 @@ def compose_reply(
         body.append(block())
         if len(body) == 1 and "code" in topic and rng.random() < 0.5:
             body.append(rng.choice(topic["code"]))
+    kept = [*echoes, *([said] if said is not None else [])]
+    for echo in echoes:
+        body.insert(rng.randint(0, len(body)), echo)
     if said is not None:
         body.insert(rng.randint(0, min(2, len(body))), said)
     while reply_words(text(), chinese=lang.chinese) > REPLY_WORDS[1]:
-        body.pop(next(i for i in reversed(range(len(body))) if body[i] != said))
+        body.pop(next(i for i in reversed(range(len(body))) if body[i] not in kept))
     reply = text()
     assert REPLY_WORDS[0] <= reply_words(reply, chinese=lang.chinese) <= REPLY_WORDS[1], reply
     return reply
@@ -368,10 +396,13 @@ def conversation(
         topics = rng.sample(sorted(b.TOPICS), 3)
         said = [s for s in plan.said if s.session == session]
         slots = dict(zip(rng.sample(range(TURNS), len(said)), said, strict=True))
+        recalled = dict(zip(rng.sample(range(TURNS), len(plan.recalled[session])),
+                            plan.recalled[session], strict=True))  # fmt: skip
         for slot in range(TURNS):
             item = slots.get(slot)
             topic, text, subject, said_by_assistant = user_turn(lang, rng, item, requests, topics)
-            reply = compose_reply(lang, rng, b.TOPICS[topic], subject, said_by_assistant)
+            echoes = [e for e in (item.echo if item else "", recalled.get(slot, "")) if e]
+            reply = compose_reply(lang, rng, b.TOPICS[topic], subject, said_by_assistant, echoes)
             for n, (speaker_name, said_text) in enumerate(((speaker, text), (b.ASSISTANT, reply))):
                 turns.append(
                     {
