@@ -66,7 +66,7 @@ def test_the_mcp_example_stores_a_conversation_and_prints_its_context(live_serve
     )
 
     assert result.returncode == 0, result.stderr
-    assert "Tools: store_message, get_context, search, remember" in result.stdout
+    assert "Tools: store_message, get_context, search, get_message, remember" in result.stdout
     assert "Context for the next LLM call:" in result.stdout
     assert "The user prefers short answers." in result.stdout  # the memory, in the context
     assert "working: 3 items" in result.stdout
