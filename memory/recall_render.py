@@ -38,6 +38,7 @@ GAP = "…"
 # A reply is read in lines (a list's items, a paragraph); a line longer than this, in sentences.
 LINE_CHARS = 200
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|(?<=[。！？；])")
+_FIRST_SENTENCE_END = re.compile(r"[.!?](?=\s)|[。！？]")
 
 
 def message_ref(message_id: int) -> str:
@@ -71,8 +72,11 @@ def sentences(text: str) -> list[str]:
 
 
 def first_sentence(text: str) -> str:
-    """The text's first sentence, its whitespace collapsed."""
-    return " ".join(_SENTENCE_BREAK.split(text.strip(), maxsplit=1)[0].split())
+    """The text's first sentence, its whitespace collapsed: up to the first . ! ? before a
+    space, or Chinese end mark (as eval_locomo finds a turn by it)."""
+    flat = " ".join(text.split())
+    end = _FIRST_SENTENCE_END.search(flat)
+    return flat[: end.end()] if end else flat
 
 
 def opening(text: str, limit: int) -> str:
