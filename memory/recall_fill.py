@@ -104,6 +104,8 @@ class RecallFiller:
         """With room left once every hit and the turns around them were taken, the trimmed
         replies at more length (up to MESSAGE_TOKENS), in the order they were chosen."""
         for chosen in list(self.items.values()):
+            if not self._room(allowance):
+                break
             line = self._line(chosen.message, MESSAGE_TOKENS)
             more = Item.tokens_of((as_line(line),)) - Item.tokens_of((as_line(chosen.line),))
             if more > 0 and self.used + more <= allowance:

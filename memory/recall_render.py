@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 
 from memory.dates import minute_label
 from memory.index_schema import Term
@@ -55,7 +56,7 @@ def recalled_line(
     if message.role == Role.USER:
         text, _ = truncate_to_tokens(message.content, MESSAGE_TOKENS)
         return f"{prefix}: {text}"
-    if estimate_tokens(message.content) <= reply_tokens:
+    if message.token_count <= reply_tokens:
         return f"{prefix}: {message.content}"
     return f"{prefix} {message_ref(message.pk)}: {compact(message.content, terms, reply_tokens)}"
 
@@ -100,18 +101,11 @@ def compact(text: str, terms: Sequence[Term], limit: int) -> str:
     """The text in at most `limit` tokens: its opening, then the sentences that say most of
     the query's terms (earlier first among equals) while they fit, in the text's order, "…"
     where text was left out. Nothing matches: the opening alone."""
-    flat = " ".join(text.split())
-    spans: list[tuple[int, int]] = []  # each sentence's place in `flat`
-    for sentence in sentences(text):
-        at = flat.index(sentence, spans[-1][1] if spans else 0)
-        spans.append((at, at + len(sentence)))
+    flat, spans = _read(text)
     shown = [(0, len(opening(text, limit)))]
     # Sentences not wholly in the opening, by how many of the query's terms they say.
-    probes = _probes(terms)
     said = {
-        span: _terms_said(terms, probes, flat[slice(*span)])
-        for span in spans
-        if span[1] > shown[0][1]
+        span: count for span, count in _said(text, tuple(terms)).items() if span[1] > shown[0][1]
     }
     for span in sorted(said, key=lambda span: (-said[span], span)):
         if not said[span]:
@@ -125,7 +119,30 @@ def compact(text: str, terms: Sequence[Term], limit: int) -> str:
     return _joined(flat, shown)
 
 
-def _heading(flat: str, span: tuple[int, int], spans: list[tuple[int, int]]) -> bool:
+@lru_cache(maxsize=256)
+def _read(text: str) -> tuple[str, tuple[tuple[int, int], ...]]:
+    """The text with its whitespace collapsed, and each sentence's place in it; kept for the
+    next call: a reply is rendered at two lengths, and recalled again by later questions."""
+    flat = " ".join(text.split())
+    spans: list[tuple[int, int]] = []
+    for sentence in sentences(text):
+        at = flat.index(sentence, spans[-1][1] if spans else 0)
+        spans.append((at, at + len(sentence)))
+    return flat, tuple(spans)
+
+
+@lru_cache(maxsize=256)
+def _said(text: str, terms: tuple[Term, ...]) -> dict[tuple[int, int], int]:
+    """How many of the query's terms each sentence says; kept for the reply's other length.
+    Callers must not change the dict."""
+    flat, spans = _read(text)
+    lower = flat.lower()
+    probes = [(term, term.text[:3]) for term in terms if term.kind != "day"]
+    probes = [(term, probe) for term, probe in probes if probe in lower]
+    return {span: _terms_said(probes, lower[slice(*span)], flat[slice(*span)]) for span in spans}
+
+
+def _heading(flat: str, span: tuple[int, int], spans: tuple[tuple[int, int], ...]) -> bool:
     text = flat[slice(*span)]
     marked = text.endswith((":", "：", "**")) or text.startswith("#")
     return marked and span != spans[-1]
@@ -144,15 +161,12 @@ def _joined(flat: str, spans: list[tuple[int, int]]) -> str:
     return text if merged[-1][1] >= len(flat) else f"{text} {GAP}"
 
 
-def _probes(terms: Sequence[Term]) -> tuple[str, ...]:
-    """What a text must contain to say any of the terms: a word's first three letters (a stem
-    term_match accepts starts with them) or a bigram; a day is said by a message's label."""
-    return tuple(term.text[:3] for term in terms if term.kind != "day")
-
-
-def _terms_said(terms: Sequence[Term], probes: tuple[str, ...], sentence: str) -> int:
-    lower = sentence.lower()
-    if not any(probe in lower for probe in probes):  # most lines: term_match is slower
+def _terms_said(probes: list[tuple[Term, str]], lower: str, sentence: str) -> int:
+    """How many of the query's terms a sentence says (term_match), asked only of the terms it
+    could say: a word's first three letters (every stem term_match accepts starts with them)
+    or a bigram, in the sentence (`lower`); a day is said by a message's label, never here."""
+    terms = [term for term, probe in probes if probe in lower]
+    if not terms:
         return 0
     match = term_match(terms, sentence)
     return match.words_matched + match.bigrams_matched
@@ -165,7 +179,7 @@ def _fits(text: str, limit: int) -> bool:
 
 def is_support(message: MainMessage) -> bool:
     """Whether recall shows the message as support: a reply too long to show whole."""
-    return message.role != Role.USER and estimate_tokens(message.content) > REPLY_TOKENS
+    return message.role != Role.USER and message.token_count > REPLY_TOKENS
 
 
 # Questions about what the agent said, where its replies are the answer: one table, Chinese
