@@ -131,11 +131,13 @@ loadtest: install
 LOCOMO ?= ../shared/data/locomo
 ZH_SET := tests/data/zh_multisession
 # Our own sets (their READMEs): a question in one language about a conversation in the other,
-# and a person talking to an agent that answers at length.
+# a person talking to an agent that answers at length (a small probe), and months of it
+# (issue 33's set).
 CROSS_SET := tests/data/cross_language
 AGENT_SET := tests/data/agent_style
+SESSIONS_SET := tests/data/agent_sessions
 eval: install
-	for data in $(LOCOMO) $(ZH_SET) $(CROSS_SET) $(AGENT_SET); do \
+	for data in $(LOCOMO) $(ZH_SET) $(CROSS_SET) $(AGENT_SET) $(SESSIONS_SET); do \
 	  for mode in lexical vector hybrid; do $(BIN)/python manage.py eval_locomo $$data --mode $$mode; done; \
 	  $(BIN)/python manage.py eval_locomo $$data --store-question; \
 	done
@@ -145,6 +147,7 @@ eval: install
 	$(BIN)/python manage.py eval_locomo $(ZH_SET) --target context --window 2048 --same-session
 	$(BIN)/python manage.py eval_locomo $(CROSS_SET) --target context --window 2048
 	for window in 8192 2048; do $(BIN)/python manage.py eval_locomo $(AGENT_SET) --target context --window $$window; done
+	for window in 8192 4096 2048; do $(BIN)/python manage.py eval_locomo $(SESSIONS_SET) --target context --window $$window; done
 
 clean:
 	rm -rf $(VENV) staticfiles test-results screenshots .pytest_cache .ruff_cache $(MO_FILES)

@@ -83,6 +83,9 @@ class Report:
                 category: {str(k): round(statistics.fmean(v[k]), 4) for k in self.ks}
                 for category, v in sorted(self.by_category.items())
             },
+            "category_queries": {
+                category: len(v[self.ks[0]]) for category, v in sorted(self.by_category.items())
+            },
             "queries": self.queries,
             "latency_ms": {
                 "p50": round(statistics.median(self.latencies) * 1000, 2),
@@ -264,6 +267,35 @@ def replay_conversations(path: Path, *, end_session: Callable[[str, str], None])
     return count
 
 
+# A turn is in a context when its whole text, its first sentence (of this many characters or
+# more) or its first OPENING characters are, whitespace-normalised (issue 33): the context may
+# render a long reply by its opening and the sentences that matter, the whole text one call
+# away. A shorter first sentence ("Sure!") could stand for many turns.
+OPENING = 80
+FIRST_SENTENCE = 20
+SENTENCE_END = re.compile(r"[.!?](?=\s)|[。！？]")
+
+
+def whitespace_normalised(text: str) -> str:
+    return " ".join(text.split())
+
+
+def turn_keys(text: str) -> list[str]:
+    """What finds a turn in a context: its whole text, its opening and its first sentence (when
+    long enough), whitespace-normalised."""
+    text = whitespace_normalised(text)
+    keys = [text, text[:OPENING]]
+    end = SENTENCE_END.search(text)
+    if end is not None and end.end() >= FIRST_SENTENCE:
+        keys.append(text[: end.end()])
+    return keys
+
+
+def turn_present(text: str, sent: str) -> bool:
+    """Whether a turn is in `sent` (whitespace-normalised by the caller) by `turn_keys`."""
+    return any(key in sent for key in turn_keys(text))
+
+
 def turn_texts(path: Path) -> dict[tuple[str, str], str]:
     return {(t["conversation_id"], t["turn_id"]): t["text"] for t in _lines(path)}
 
@@ -303,6 +335,7 @@ class ContextReport:
     used: list[int] = field(default_factory=list)
     duplicates: list[float] = field(default_factory=list)
     by_category: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    answers_by_category: dict[str, list[bool]] = field(default_factory=lambda: defaultdict(list))
     latencies: list[float] = field(default_factory=list)
     degraded: set[str] = field(default_factory=set)
     budget: int = 0
@@ -321,6 +354,13 @@ class ContextReport:
             "by_category": {
                 category: round(statistics.fmean(values), 4)
                 for category, values in sorted(self.by_category.items())
+            },
+            "answer_by_category": {
+                category: round(statistics.fmean(values), 4)
+                for category, values in sorted(self.answers_by_category.items())
+            },
+            "category_queries": {
+                category: len(values) for category, values in sorted(self.by_category.items())
             },
             "latency_ms": {
                 "p50": round(statistics.median(self.latencies) * 1000, 2),
@@ -370,11 +410,18 @@ def evaluate_context(
         report.latencies.append(time.perf_counter() - start)
         delete_with_vectors(MainMessage.objects.filter(pk=stored.pk))
         sent = "\n".join(message["content"] for message in context.messages)
-        found = [texts[(agent, turn)] in sent for turn in evidence if (agent, turn) in texts]
+        normalised = whitespace_normalised(sent)
+        found = [
+            turn_present(texts[(agent, turn)], normalised)
+            for turn in evidence
+            if (agent, turn) in texts
+        ]
         recall = sum(found) / len(evidence)
         report.evidence.append(recall)
+        answered = folded_answer(question["answer"]) in folded_answer(sent)
         report.by_category[str(question["category"])].append(recall)
-        report.answers.append(folded_answer(question["answer"]) in folded_answer(sent))
+        report.answers.append(answered)
+        report.answers_by_category[str(question["category"])].append(answered)
         report.used.append(sum(estimate_tokens(m["content"]) for m in context.messages))
         report.duplicates.append(duplicate_share(context))
         report.degraded.update(context.degraded)

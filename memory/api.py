@@ -302,7 +302,13 @@ class ContextLayerOut(Schema):
 class ContextExplanationOut(Schema):
     model_window: int
     budget: int = Field(description="60% of the window")
-    used: int
+    used: int = Field(description="the layers' tokens and the date line's")
+    date_line: str | None = Field(
+        description="the system message's first line: today's date, weekday and time in UTC "
+        "(the time zone of every date a context shows), in Chinese when the query is mostly "
+        "Chinese; null when there is no system message"
+    )
+    date_line_tokens: int = Field(description="its tokens, with the blank line after it")
     query: str | None = Field(description="what the layers were chosen for")
     query_source: str = Field(description="request, newest user message, or none")
     layers: dict[str, ContextLayerOut] = Field(
@@ -566,6 +572,19 @@ def list_messages(request: HttpRequest, session_id: str) -> Any:
     return session_or_404(request.auth, session_id)
 
 
+def message_or_404(agent_id: str, message_id: int) -> MainMessage:
+    """The agent's message (the API's and MCP's): a message of a session, never a sub-agent
+    transcript's (their ids are another table's); another agent's is not found."""
+    return get_object_or_404(MainMessage, pk=message_id, agent_id=agent_id)
+
+
+@router.get("/messages/{int:message_id}", response=MessageOut, tags=["messages"])
+def get_message(request: HttpRequest, message_id: int) -> Any:
+    """One of the agent's messages, whole: what a recalled line of a context names as `#id`
+    (shown cut there when it is long), with its session, role, type, time and metadata."""
+    return message_or_404(request.auth, message_id)
+
+
 @router.delete("/sessions/{session_id}", response=SessionDeletedOut, tags=["messages"])
 def delete_session(request: HttpRequest, session_id: str) -> dict[str, Any]:
     """Delete the session's messages, sub-agent transcripts, summaries and vectors."""
@@ -596,6 +615,8 @@ def build_context(request: HttpRequest, session_id: str, payload: ContextIn) -> 
             "model_window": context.window,
             "budget": context.budget,
             "used": context.used,
+            "date_line": context.date_line,
+            "date_line_tokens": context.date_line_tokens,
             "query": context.query,
             "query_source": context.query_source,
             "layers": context.layers,

@@ -42,6 +42,7 @@ from memory.context_items import (
     RecalledItem,
     SummaryItem,
     WorkingItem,
+    date_line,
     header_tokens,
     layer_method,
     system_message,
@@ -642,6 +643,9 @@ def context_build(
             degraded.append(embedded.reason)
     vector = embedded.vector
     identity = is_identity_query(query)
+    # The system message opens with today's date: the layers share what it leaves.
+    today = date_line(now, query)
+    room = budget - header_tokens(today)
 
     # The design's three layers first, each within its share, with its cut order.
     working = _Working(_working_rows(agent_id, session_id, budget))
@@ -669,17 +673,21 @@ def context_build(
             long_left_out,
         ),
     }
-    layers, cuts = _fit(layers, working, budget)
+    layers, cuts = _fit(layers, working, room)
     # Recall takes what is left; older working messages then take what recall could not use.
     # Neither repeats a turn a summary in the context stands for.
     summarised = _summarised_messages(agent_id, session_id, layers["short_term"].items)
-    recalled = _recall(agent_id, query, embedded, layers, budget, shares, summarised, now)
+    recalled = _recall(agent_id, query, embedded, layers, room, shares, summarised, now)
     layers["recall"], layers["long_term"] = recalled.layer, recalled.long_term
     degraded += [reason for reason in recalled.degraded if reason not in degraded]
     if not cuts:
-        layers["working"] = _extend_working(layers, working, budget, summarised)
+        # Without a memory section there is no system message, and no date line to leave room for.
+        sections = any(layers[name].items for name in ("short_term", "long_term", "recall"))
+        layers["working"] = _extend_working(
+            layers, working, room if sections else budget, summarised
+        )
     _count_uses(layers["long_term"].items, now)
-    system = system_message(layers)
+    system = system_message(layers, today)
     messages = [{"role": "system", "content": system}] if system else []
     messages += [item.message() for item in layers["working"].items]
     return Context(
@@ -692,6 +700,7 @@ def context_build(
         cuts,
         degraded,
         identity,
+        today if system else None,
     )
 
 

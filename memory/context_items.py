@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
+from memory.dates import day_label
+from memory.text import mostly_cjk
 from memory.tokens import estimate_tokens
 
 LONG_TERM_HEADER = "Long-term memory (from earlier sessions):"
@@ -26,6 +28,23 @@ SECTIONS = (
     ("recall", RECALL_HEADER),
     ("short_term", SHORT_TERM_HEADER),
 )
+
+
+# Written out rather than strftime's %A, which follows the locale.
+WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+CHINESE_WEEKDAYS = "一二三四五六日"
+
+
+def date_line(now: datetime, query: str | None) -> str:
+    """The system message's first line: today's date, weekday and time, so that "how many
+    days ago" can be counted from the dates of the recalled lines. In UTC, as those dates
+    are written; in Chinese when the query is mostly Chinese (`mostly_cjk`), else English:
+    "Today is Thursday 3 December 2026, 14:05 UTC." / "今天是2026年12月3日星期四，UTC 14:05。"."""
+    now = now.astimezone(UTC)
+    if query and mostly_cjk(query):
+        weekday = CHINESE_WEEKDAYS[now.weekday()]
+        return f"今天是{now.year}年{now.month}月{now.day}日星期{weekday}，UTC {now:%H:%M}。"
+    return f"Today is {WEEKDAYS[now.weekday()]} {day_label(now.date())}, {now:%H:%M} UTC."
 
 
 def header_tokens(header: str) -> int:
@@ -201,10 +220,16 @@ class Context:
     cuts: list[str]
     degraded: list[str]
     identity_recall: bool
+    date_line: str | None = None  # the system message's first line; None without one
+
+    @property
+    def date_line_tokens(self) -> int:
+        """The date line's and the blank line after it, as a section header's."""
+        return header_tokens(self.date_line) if self.date_line is not None else 0
 
     @property
     def used(self) -> int:
-        return sum(layer.used for layer in self.layers.values())
+        return sum(layer.used for layer in self.layers.values()) + self.date_line_tokens
 
 
 def layer_method(items: Iterable[Item], default: str) -> str:
@@ -212,12 +237,15 @@ def layer_method(items: Iterable[Item], default: str) -> str:
     return methods.pop() if len(methods) == 1 else ("mixed" if methods else default)
 
 
-def system_message(layers: dict[str, Layer[Any]]) -> str | None:
-    """The memory layers' sections, each its header's line and its items' pieces as they
-    were counted; a blank line between sections."""
+def system_message(layers: dict[str, Layer[Any]], date: str) -> str | None:
+    """The date line, then the memory layers' sections, each its header's line and its
+    items' pieces as they were counted; a blank line after the date and between sections.
+    None when no layer has an item: the date alone is not sent."""
     sections = [
         as_line(header) + "".join(piece for item in layers[name].items for piece in item.sent)
         for name, header in SECTIONS
         if layers[name].items
     ]
-    return "\n".join(sections).removesuffix("\n") or None
+    if not sections:
+        return None
+    return "\n".join([as_line(date), *sections]).removesuffix("\n")

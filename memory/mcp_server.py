@@ -65,6 +65,7 @@ from memory.api import (
     SessionEndOut,
     kept_in_jsonl,
     memory_or_404,
+    message_or_404,
     session_or_404,
 )
 from memory.auth import agent_for_key, bearer_key
@@ -125,9 +126,9 @@ server = MemoryServer(
         "Long-term memory for this agent. Store every message of a conversation with "
         "store_message; before each LLM call, get_context gives the messages to send (recent "
         "turns, summaries, memories and relevant earlier messages) within the model's window. "
-        "search finds earlier messages; remember, list_memories, update_memory and "
-        "expire_memory curate durable facts and preferences; end_session turns a finished "
-        "session into memories."
+        "search finds earlier messages, get_message one message whole (a recalled line's "
+        "#id); remember, list_memories, update_memory and expire_memory curate durable facts "
+        "and preferences; end_session turns a finished session into memories."
     ),
     # Nothing outlives a request (stateless Streamable HTTP): no subscriptions stream.
     subscriptions=False,
@@ -203,6 +204,9 @@ SessionId = Annotated[
     ),
 ]
 MemoryId = Annotated[int, Field(ge=1, le=MAX_ID, description="the memory's id")]
+MessageId = Annotated[
+    int, Field(ge=1, le=MAX_ID, description="the message's id: #123 in a recalled line is 123")
+]
 Moment = Annotated[
     str | None,
     Field(description="an ISO 8601 date and time with its time zone, as 2026-05-01T09:00:00Z"),
@@ -270,6 +274,8 @@ def explain(context: Context) -> str:
         lines.append(
             f"{name}: {len(layer.items)} items, {layer.used} tokens, by {layer.method}{left_out}"
         )
+    if context.date_line is not None:
+        lines.append(f"date line: {context.date_line_tokens} tokens")
     lines += [f"cut: {cut}" for cut in context.cuts]
     lines += [f"degraded: {reason}" for reason in context.degraded]
     return "\n".join(lines)
@@ -333,6 +339,17 @@ def search(
     result = search_messages(agent_id=current_agent.get(), query=filters.asked())
     found = {"query": filters.q, "mode": result.mode, "degraded": result.degraded}
     return SearchOut.model_validate({**found, "hits": result.hits}).model_dump(mode="json")
+
+
+@server.tool(annotations=READ_ONLY)
+@_django
+def get_message(message_id: MessageId) -> dict[str, Any]:
+    """One of the agent's messages, whole, with its session, role, type, time and metadata:
+    the message a line of get_context's recalled conversations names as #id (a long message
+    is shown cut there), or a search hit's."""
+    return MessageOut.from_orm(message_or_404(current_agent.get(), message_id)).model_dump(
+        mode="json"
+    )
 
 
 @server.tool(annotations=ToolAnnotations(idempotentHint=False, openWorldHint=False))

@@ -122,7 +122,7 @@ def fuse_weighted(candidates: Sequence[Ranked], vector_weight: float = 0.35) -> 
 
     On LoCoMo this beat rank fusion, z-scores, BM25 saturation and the 70% vector / 30%
     lexical split of the design notes (docs/EVALUATION.md, "Results"); 35% rather than 30%
-    once every candidate had its similarity ("The default embedding model").
+    once every candidate had its similarity ("What the agent receives").
     """
     scores = {c.id: 0.0 for c in candidates}
     for weight, part in ((vector_weight, "vector"), (1 - vector_weight, "lexical")):
@@ -293,10 +293,10 @@ def candidates(
             now=now or timezone.now(),
         )
     ranked = _merge(lexical, vectors)
-    if mode == "hybrid" and query_vector is not None:
-        ranked = _with_similarities(ranked, agent_id, query_vector)
     if query.drop_echoes:
         ranked = _without_echoes(ranked, query.text)
+    if mode == "hybrid" and query_vector is not None:
+        ranked = _with_similarities(ranked, agent_id, query_vector)
     return Candidates(agent_id, mode, query.k, tuple(ranked), tuple(degraded))
 
 

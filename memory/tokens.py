@@ -10,11 +10,16 @@ from __future__ import annotations
 
 import math
 
-from memory.text import CJK_RUN
+from memory.text import CJK_RUN, mostly_cjk
 
 CJK_TOKENS_PER_CHAR = 1.5
 OTHER_CHARS_PER_TOKEN = 4
+# The design's mark, ending a sub-agent's result cut as it is stored (subagents.runs).
 TRUNCATION_MARK = "[内容已截断]"
+# A text shown cut in a context (a recalled message) ends in the language of the text cut:
+# English words inside an English context, Chinese ones inside a Chinese (`cut_mark`).
+CUT_MARK = "... [truncated]"
+CUT_MARK_CHINESE = "……[已截断]"
 
 
 def _cjk_chars(text: str) -> int:
@@ -28,14 +33,20 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(cjk * CJK_TOKENS_PER_CHAR + (len(text) - cjk) / OTHER_CHARS_PER_TOKEN)
 
 
-def truncate_to_tokens(text: str, limit: int) -> tuple[str, bool]:
-    """The text cut so that it and the appended TRUNCATION_MARK fit in `limit` tokens.
+def cut_mark(text: str) -> str:
+    """The mark that ends `text` shown cut: Chinese when the text is mostly CJK
+    (`memory.text.mostly_cjk`: Chinese, Japanese or Korean), English otherwise."""
+    return CUT_MARK_CHINESE if mostly_cjk(text) else CUT_MARK
+
+
+def truncate_to_tokens(text: str, limit: int, *, mark: str = TRUNCATION_MARK) -> tuple[str, bool]:
+    """The text cut so that it and the appended `mark` fit in `limit` tokens.
 
     Returns (text, truncated); text within the limit comes back unchanged.
     """
     if estimate_tokens(text) <= limit:
         return text, False
-    budget = limit - estimate_tokens(TRUNCATION_MARK)
+    budget = limit - estimate_tokens(mark)
     # Binary search on the prefix length: the estimate grows with every character.
     low, high = 0, len(text)
     while low < high:
@@ -44,4 +55,4 @@ def truncate_to_tokens(text: str, limit: int) -> tuple[str, bool]:
             low = middle
         else:
             high = middle - 1
-    return text[:low] + TRUNCATION_MARK, True
+    return text[:low] + mark, True

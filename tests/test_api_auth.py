@@ -26,6 +26,7 @@ PROTECTED = [
     ("post", "/messages/1/subagent"),
     ("post", "/messages/1/subagent/result"),
     ("get", "/messages/1/subagent"),
+    ("get", "/messages/1"),
     ("get", "/search?q=x"),
     ("post", "/sessions/s1/context"),
     ("post", "/sessions/s1/end"),

@@ -49,6 +49,7 @@ def test_another_agent_sees_nothing_and_changes_nothing(api_for, alice_data):
         bob.patch(f"/memories/{mem}", {"content": "bob was here"}),
         bob.delete(f"/memories/{mem}"),
         bob.post(f"/memories/{mem}/expire"),
+        bob.get(f"/messages/{msg}"),
         bob.get(f"/messages/{msg}/subagent"),
         bob.post(
             f"/messages/{msg}/subagent", {"agent_name": "x", "role": "assistant", "content": "x"}

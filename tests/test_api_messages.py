@@ -215,3 +215,64 @@ def test_message_add_refuses_non_finite_metadata_before_writing(number):
             agent_id="a1", session_id="s1", role="user", content="x", metadata={"a": [number]}
         )
     assert not MainMessage.objects.exists()
+
+
+def test_it_answers_one_of_the_agents_messages_whole(api):
+    """`GET /messages/{id}`: what a recalled line's `#id` points at, with all it was stored
+    with, whatever its length (a context shows a long message cut)."""
+    content = "我们去了湖边露营。" * 300 + " And then we went kayaking."
+    stored = api.post(
+        "/sessions/trip/messages",
+        {"role": "user", "content": content, "msg_type": "fact", "metadata": {"k": [1]}},
+    ).json()
+    api.post("/sessions/trip/messages", {"role": "assistant", "content": "Lovely."})
+
+    response = api.get(f"/messages/{stored['id']}")
+
+    assert response.status_code == 200
+    body = response.json()
+    row = MainMessage.objects.get(pk=stored["id"])
+    assert body == stored  # as the post answered it
+    assert (body["content"], body["session_id"], body["role"], body["msg_type"]) == (
+        content,
+        "trip",
+        "user",
+        "fact",
+    )
+    assert body["token_count"] == row.token_count > 300
+    assert body["metadata"] == {"k": [1]} and body["timestamp"].endswith("Z")
+
+
+def test_another_agents_message_and_a_subagent_transcripts_are_not_found(api, api_for):
+    """Only the agent's main messages: another agent's is a 404 in the one error shape, as
+    one that does not exist, and so is a sub-agent's reply (it never enters the main
+    conversation); the run's result, a message of the session, is found."""
+    parent = api.post("/sessions/s1/messages", {"role": "assistant", "content": "ask coder"}).json()
+    replies = [
+        api.post(
+            f"/messages/{parent['id']}/subagent",
+            {"agent_name": "coder", "role": "assistant", "content": f"thinking {n}"},
+        ).json()
+        for n in range(3)
+    ]
+    result = api.post(
+        f"/messages/{parent['id']}/subagent/result", {"agent_name": "coder", "content": "done"}
+    ).json()
+    # A reply's id that no main message has (the tables count their ids apart).
+    main_ids = set(MainMessage.objects.values_list("id", flat=True))
+    reply = next(r for r in replies if r["id"] not in main_ids)
+    bob = api_for("bob")
+
+    refused = [
+        bob.get(f"/messages/{parent['id']}"),
+        bob.get(f"/messages/{result['id']}"),
+        api.get(f"/messages/{reply['id']}"),
+        api.get(f"/messages/{max(main_ids) + 1}"),
+    ]
+    found = api.get(f"/messages/{result['id']}").json()
+
+    assert [r.status_code for r in refused] == [404] * 4
+    assert all(r.json() == {"detail": "Not Found", "errors": []} for r in refused)
+    assert found["content"] == "done" and found["role"] == "tool"
+    assert found["metadata"]["subagent"]["parent_msg_id"] == parent["id"]
+    assert SubagentMessage.objects.count() == 3  # read, nothing changed

@@ -50,8 +50,14 @@ def test_it_records_replies_and_finishes_with_a_tool_message(api, parent):
     assert [r["id"] for r in transcript["results"]] == [body["id"]]
 
 
-def test_a_result_above_10000_tokens_is_cut_and_marked(api, parent):
-    content = "很长的输出" * 4000  # 30,000 tokens
+@pytest.mark.parametrize(
+    "content",
+    ["很长的输出" * 4000, "long output " * 10_000],  # 30,000 tokens each
+    ids=["chinese", "english"],
+)
+def test_a_result_above_10000_tokens_is_cut_and_marked(api, parent, content):
+    """With the design's mark whatever the result's language (a context's recalled lines
+    mark a cut in the text's own: memory.tokens.cut_mark)."""
     body = api.post(
         f"/messages/{parent['id']}/subagent/result", {"agent_name": "coder", "content": content}
     ).json()

@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.utils import timezone
 
 from memory import vectors
 from memory.context import context_build, is_identity_query
+from memory.context_items import date_line, header_tokens
 from memory.models import LongTermMemory, ShortTermMemory
 from memory.tokens import estimate_tokens
 from tests.factories import add_message
 
 pytestmark = pytest.mark.django_db
+
+# "Today is Thursday 3 December 2026, 14:05 UTC." and a blank line: 47 characters.
+THURSDAY = datetime(2026, 12, 3, 14, 5, tzinfo=UTC)
+DATE_LINE = 12
+
+
+@pytest.fixture
+def on_thursday(monkeypatch):
+    """Contexts built on THURSDAY, whose date line counts DATE_LINE tokens."""
+    monkeypatch.setattr(timezone, "now", lambda: THURSDAY)
 
 
 def tokens(n: int, word: str = "abcd") -> str:
@@ -33,7 +45,7 @@ def memory(
     )
 
 
-def test_the_budget_is_60_percent_of_the_window_split_50_30_20():
+def test_the_budget_is_60_percent_of_the_window_split_50_30_20(on_thursday):
     context = context_build(agent_id="a1", session_id="s1", query=None, model_window=1000)
     assert context.budget == 600
     assert {name: layer.share for name, layer in context.layers.items()} == {
@@ -42,9 +54,12 @@ def test_the_budget_is_60_percent_of_the_window_split_50_30_20():
         "long_term": 120,
         "recall": 120,  # what long-term memory left of their common 20%
     }
-    # Nothing to send: all of the budget was free for recall.
-    assert context.layers["recall"].budget == 600
+    # Nothing to send: all of the budget was free for recall, but the date line's room (sent
+    # with a system message, none here).
+    assert context.layers["recall"].budget == 600 - DATE_LINE
     assert context.messages == [] and context.cuts == [] and context.used == 0
+    assert context.date_line is None
+    assert header_tokens("Today is Thursday 3 December 2026, 14:05 UTC.") == DATE_LINE
 
 
 def test_working_memory_is_the_newest_messages_that_fit_oldest_first():
@@ -143,9 +158,10 @@ def test_expired_memories_are_down_weighted_not_dropped(fake_embedder):
     assert items[1].expired is True
 
 
-def test_over_budget_it_cuts_long_term_then_short_term_then_the_oldest_messages():
+def test_over_budget_it_cuts_long_term_then_short_term_then_the_oldest_messages(on_thursday):
     # Rendered sizes: a summary line "- " + 240 chars + newline = 61 tokens, a memory line
-    # "- [fact] " + 400 chars + newline = 103; the section headers 7 and 11 tokens.
+    # "- [fact] " + 400 chars + newline = 103; the section headers 7 and 11 tokens, the
+    # date line DATE_LINE.
     for _ in range(6):  # 6 x 50 = 300 = the working share of a 1000 window
         add_message(tokens(50), role="assistant")
     for i in range(3):
@@ -153,13 +169,14 @@ def test_over_budget_it_cuts_long_term_then_short_term_then_the_oldest_messages(
     for i in range(2):
         memory(tokens(100, f"m{i}xx"), access_count=5)
 
-    # 300 + (7 + 3 x 61) + (11 + 2 x 103) = 707 > 600: long-term goes to 1 item, 604 still over.
+    # 12 + 300 + (7 + 3 x 61) + (11 + 2 x 103) = 719 > 600: long-term goes to 1 item, 616
+    # still over.
     context = context_build(agent_id="a1", session_id="s1", query=None, model_window=1000)
     assert context.cuts == [
         "long_term cut from 2 to 1 item",
         "short_term cut from 3 to 1 item",
     ]
-    assert context.used == 300 + (7 + 61) + (11 + 103) <= context.budget
+    assert context.used == DATE_LINE + 300 + (7 + 61) + (11 + 103) <= context.budget
     assert [o.reason for o in context.layers["long_term"].left_out] == ["over budget"]
 
     # Still over after both cuts: the oldest working messages go, the newest stay.
@@ -169,10 +186,10 @@ def test_over_budget_it_cuts_long_term_then_short_term_then_the_oldest_messages(
     assert context.cuts == [
         "long_term cut from 2 to 1 item",
         "short_term cut from 3 to 1 item",
-        "working memory dropped its 2 oldest message(s)",
+        "working memory dropped its 3 oldest message(s)",
     ]
-    assert context.used == (7 + 171) + (11 + 203) + 4 * 50 <= context.budget
-    assert len(context.layers["working"].items) == 4
+    assert context.used == DATE_LINE + (7 + 171) + (11 + 203) + 3 * 50 <= context.budget
+    assert len(context.layers["working"].items) == 3
     assert sum(estimate_tokens(m["content"]) for m in context.messages) <= context.budget
 
 
@@ -257,3 +274,63 @@ def test_the_endpoint_validates_its_body(api):
     assert api.post("/sessions/s1/context", {"query": "\u0000"}).status_code == 422
     body = api.post("/sessions/new-session/context", {}).json()
     assert body["explanation"]["model_window"] == 8192 and body["messages"] == []
+
+
+@pytest.mark.parametrize(
+    ("query", "line"),
+    [
+        ("how many days ago did we go camping?", "Today is Thursday 3 December 2026, 14:05 UTC."),
+        ("我们多少天前去露营的？", "今天是2026年12月3日星期四，UTC 14:05。"),
+        (None, "Today is Thursday 3 December 2026, 14:05 UTC."),  # the newest user message's
+    ],
+    ids=["english", "chinese", "no query"],
+)
+def test_the_system_message_opens_with_the_date_and_the_dated_lines_it_counts_from(
+    on_thursday, query, line
+):
+    """'How many days ago' needs both ends: today (UTC, as every date of the context) in the
+    query's language, and each recalled line's own date."""
+    add_message(
+        "We went camping at the lake. 我们去湖边露营了。",
+        session_id="old",
+        timestamp=datetime(2026, 11, 20, 9, 30, tzinfo=UTC),
+        summarize=False,
+    )
+    add_message("Where did we go camping?", session_id="new", summarize=False)
+
+    context = context_build(agent_id="a1", session_id="new", query=query, model_window=4096)
+
+    system = context.messages[0]["content"]
+    assert system.startswith(line + "\n\nRecalled from earlier conversations:\n")
+    assert "- [20 November 2026 09:30] user: We went camping" in system
+    assert context.date_line == line
+    assert context.date_line_tokens == header_tokens(line)
+    layers = sum(layer.used for layer in context.layers.values())
+    assert context.used == layers + context.date_line_tokens <= context.budget
+
+
+def test_the_date_line_is_in_utc_whatever_the_clocks_zone():
+    friday_in_shanghai = datetime(2026, 12, 4, 2, 5, tzinfo=ZoneInfo("Asia/Shanghai"))
+
+    assert date_line(friday_in_shanghai, "hello") == "Today is Thursday 3 December 2026, 18:05 UTC."
+    assert date_line(friday_in_shanghai, "你好") == "今天是2026年12月3日星期四，UTC 18:05。"
+
+
+def test_the_api_explains_the_date_line(api, on_thursday):
+    api.post("/sessions/old/messages", {"role": "user", "content": "We went camping."})
+    api.post("/sessions/new/messages", {"role": "user", "content": "where did we go camping?"})
+
+    body = api.post("/sessions/new/context", {"model_window": 4096}).json()
+    empty = api.post("/sessions/nothing/context", {"query": "zebra"}).json()
+
+    explanation = body["explanation"]
+    assert explanation["date_line"] == "Today is Thursday 3 December 2026, 14:05 UTC."
+    assert body["messages"][0]["content"].startswith(explanation["date_line"] + "\n\n")
+    assert explanation["date_line_tokens"] == DATE_LINE
+    layers = sum(layer["used"] for layer in explanation["layers"].values())
+    assert explanation["used"] == layers + DATE_LINE
+    assert (empty["explanation"]["date_line"], empty["explanation"]["date_line_tokens"]) == (
+        None,
+        0,
+    )
+    assert empty["messages"] == []

@@ -4,6 +4,7 @@ shared by four layers, and nothing said twice."""
 from __future__ import annotations
 
 import random
+import re
 from datetime import UTC, datetime, timedelta
 from functools import partial
 
@@ -14,7 +15,7 @@ from memory.context import context_build
 from memory.memories import memory_create
 from memory.models import LongTermMemory
 from memory.summaries import summarize_turns
-from memory.tokens import estimate_tokens
+from memory.tokens import CUT_MARK, CUT_MARK_CHINESE, TRUNCATION_MARK, estimate_tokens
 from tests.factories import add_message
 from tests.fakes import FakeEmbedder
 
@@ -77,8 +78,10 @@ def test_a_new_session_gets_the_earlier_messages_that_answer_its_question_with_t
     assert by_id[camping[1].pk].method == "neighbour"
     assert by_id[camping[0].pk].method == "lexical"
     text = system_text(context)
+    # Each line dated; shown whole, it needs no id (GET /messages/{id}) to be read.
     assert "Session monday:\n- [8 May 2023 13:56] user: We went camping at the lake" in text
     assert "- [8 May 2023 13:57] assistant: That sounds lovely!" in text
+    assert "[#" not in text
     assert context.messages[-1] == {"role": "user", "content": "Where did we go camping?"}
 
 
@@ -650,3 +653,36 @@ def test_a_summary_of_a_turn_in_working_memory_is_left_out():
     assert {question.pk, reply.pk} <= {item.id for item in context.layers["working"].items}
     assert context.layers["short_term"].items == []
     assert left_out(context, "short_term") == {summary.pk: "its turn is in working memory"}
+
+
+@pytest.mark.parametrize(
+    ("long", "question", "mark"),
+    [
+        (
+            "We camped by the lake and paddled kayaks all day. " * 60,
+            "kayaks at the lake?",
+            CUT_MARK,
+        ),
+        ("我们在湖边露营，划了一整天皮划艇。" * 40, "湖边的皮划艇？", CUT_MARK_CHINESE),
+    ],
+    ids=["english", "chinese"],
+)
+def test_a_long_recalled_message_is_cut_in_its_language_and_its_id_gives_it_whole(
+    api, long, question, mark
+):
+    """The cut ends in the text's language (a sub-agent's stored result keeps the design's
+    mark); the line's #id is the one `GET /messages/{id}` answers with the whole text."""
+    stored = api.post("/sessions/old/messages", {"role": "user", "content": long}).json()
+    api.post("/sessions/old/messages", {"role": "assistant", "content": "Lovely!"})
+    api.post("/sessions/new/messages", {"role": "user", "content": question})
+
+    system = api.post("/sessions/new/context", {"model_window": 8192}).json()["messages"][0]
+    line = next(line for line in system["content"].splitlines() if "[#" in line)
+    named = int(re.search(r"\[#(\d+)\]", line)[1])
+    whole = api.get(f"/messages/{named}").json()
+
+    assert line.endswith(mark) and TRUNCATION_MARK not in line
+    assert "] assistant: Lovely!" in system["content"]  # whole, without an id
+    assert system["content"].count("[#") == 1
+    assert named == stored["id"] and whole["content"] == long
+    assert long.startswith(line.split(": ", 1)[1].removesuffix(mark))

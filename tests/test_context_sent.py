@@ -18,7 +18,7 @@ from memory.context_items import SECTIONS, header_tokens
 from memory.memories import memory_create
 from memory.recall_render import message_ref
 from memory.summaries import summarize_turns
-from memory.tokens import estimate_tokens
+from memory.tokens import CUT_MARK, CUT_MARK_CHINESE, TRUNCATION_MARK, estimate_tokens
 from tests.factories import add_message
 
 pytestmark = pytest.mark.django_db
@@ -39,6 +39,8 @@ class Language:
     last_turns: list[str]  # user, assistant, user: the newest
     memories: list[tuple[str, str]]  # (type, text)
     queries: tuple[str | None, ...]
+    cut_mark: str  # how a recalled message shown cut ends, in the language of its text
+    today: str  # how the date line starts, in the language of the query
 
 
 ENGLISH = Language(
@@ -85,6 +87,8 @@ ENGLISH = Language(
         ("project", "Planning a family camping weekend at a lake."),
     ],
     queries=(None, "camping at the lake with kayaks", "do you remember me?"),
+    cut_mark=CUT_MARK,
+    today="Today is ",
 )
 
 CHINESE = Language(
@@ -119,6 +123,8 @@ CHINESE = Language(
         ("project", "正在计划一次湖边的家庭露营周末。"),
     ],
     queries=(None, "湖边露营和皮划艇", "你还记得我吗？"),
+    cut_mark=CUT_MARK_CHINESE,
+    today="今天是",
 )
 
 CALL = {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
@@ -161,12 +167,14 @@ def store(language: Language) -> None:
 
 
 def sent_pieces(system: str, context: Any) -> list[tuple[Any, str]]:
-    """The system message cut where the items' pieces say it is made of them: a section's
-    header line, then its items' pieces one after the other, then the blank line before the
-    next section. Each (item, the sent text it stands for); fails where the text is not
-    exactly that (a piece counted but not sent, or sent but not counted)."""
+    """The system message cut where the items' pieces say it is made of them: the date line
+    and a blank line, then each section's header line, its items' pieces one after the other,
+    and the blank line before the next section. Each (item, the sent text it stands for);
+    fails where the text is not exactly that (a piece counted but not sent, or sent but not
+    counted)."""
     text = system + "\n"  # the last section's line break, which the message does not end with
-    cursor = 0
+    assert text.startswith(context.date_line + "\n\n"), text
+    cursor = len(context.date_line) + 2
     pieces: list[tuple[Any, str]] = []
     sections = [(name, header) for name, header in SECTIONS if context.layers[name].items]
     for number, (name, header) in enumerate(sections):
@@ -202,9 +210,14 @@ def check_counted_as_sent(context: Any) -> None:
             assert item.tokens == sum(estimate_tokens(sent) for one, sent in pieces if one is item)
         header = next(h for n, h in SECTIONS if n == name)
         assert layer.overhead == (header_tokens(header) if layer.items else 0)
-    counted = sum(layer.used for layer in context.layers.values())
+    counted = sum(layer.used for layer in context.layers.values()) + context.date_line_tokens
+    if system is None:
+        assert context.date_line is None and context.date_line_tokens == 0
+    else:
+        assert context.date_line_tokens == header_tokens(context.date_line)
     sent_tokens = (
-        sum(estimate_tokens(m["content"]) for m in chat)
+        context.date_line_tokens
+        + sum(estimate_tokens(m["content"]) for m in chat)
         + sum(estimate_tokens(sent) for _, sent in pieces)
         + sum(header_tokens(h) for n, h in SECTIONS if context.layers[n].items)
     )
@@ -223,12 +236,15 @@ def test_it_counts_every_layer_from_the_text_it_sends(language, with_vectors, re
         vectors.embed_pending()
 
     seen: set[str] = set()
+    other_marks = {CUT_MARK, CUT_MARK_CHINESE, TRUNCATION_MARK} - {language.cut_mark}
     for window in WINDOWS:
         for query in language.queries:
             context = context_build(
                 agent_id="a1", session_id="now", query=query, model_window=window
             )
             check_counted_as_sent(context)
+            if context.date_line is not None:
+                assert context.date_line.startswith(language.today)
             seen |= {name for name, layer in context.layers.items() if layer.items}
             seen |= {"cut"} if context.cuts else set()
             contents = [m["content"] for m in context.messages]
@@ -243,9 +259,11 @@ def test_it_counts_every_layer_from_the_text_it_sends(language, with_vectors, re
                 else set()
             )
             seen |= {"tool pair"} if any("tool_call_id" in m for m in context.messages) else set()
-            seen |= {"truncated"} if any("[内容已截断]" in c for c in contents) else set()
+            seen |= {"truncated"} if any(language.cut_mark in c for c in contents) else set()
+            assert not any(mark in c for c in contents for mark in other_marks)
             recalled = context.layers["recall"].items
-            seen |= {"trimmed"} if any(message_ref(i.id) in i.line for i in recalled) else set()
+            replies = [i for i in recalled if i.role == "assistant"]
+            seen |= {"trimmed"} if any(message_ref(i.id) in i.line for i in replies) else set()
 
     # The store reaches every case the counting has: each layer, each form of a tool result,
     # a recalled message cut short, a long reply trimmed to its opening and what the query

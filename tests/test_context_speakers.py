@@ -188,7 +188,7 @@ def test_it_shows_a_long_reply_by_its_opening_and_the_sentences_that_answer(lang
     assert language.answer in shown
     assert language.unrelated not in shown
     assert shown.endswith(GAP)
-    assert f" {message_ref(reply.pk)}: " in line
+    assert f"{message_ref(reply.pk)} assistant: " in line
     assert estimate_tokens(shown) <= REPLY_TOKENS < estimate_tokens(advice_text)
 
 

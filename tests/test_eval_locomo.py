@@ -94,3 +94,30 @@ def test_search_with_the_question_stored_first(tmp_path):
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["store_question"] is True and report["recall"]["10"] > 0.3
     assert "question stored" in result.stdout
+
+
+def test_it_prints_a_table_per_kind_of_question_for_our_sets(tmp_path):
+    kinds = {"fact", "changed", "assistant", "temporal", "recommend", "aggregation"}
+
+    result = run(
+        str(ROOT / "tests" / "data" / "agent_style"),
+        "--mode",
+        "lexical",
+        "--json",
+        home=tmp_path / "home",
+    )
+
+    assert result.returncode == 0, result.stderr
+    *printed, last = result.stdout.strip().splitlines()
+    report = json.loads(last)
+    rows = {line.split()[0]: line.split()[1:] for line in printed if line.startswith("  ")}
+    assert rows["kind"] == ["questions", "@5", "@10"]
+    assert set(report["category_queries"]) == kinds
+    assert sum(report["category_queries"].values()) == report["queries"] == 101
+    for kind in kinds:
+        recall = report["by_category"][kind]
+        assert rows[kind] == [
+            str(report["category_queries"][kind]),
+            *(f"{recall[k]:.3f}" for k in ("5", "10")),
+        ]
+    assert rows["all"][0] == "101"

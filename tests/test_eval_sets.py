@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
+import sys
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
@@ -16,7 +18,7 @@ from bench.evaluation import session_time
 from tests.helpers import ROOT
 
 DATA = ROOT / "tests" / "data"
-SETS = ["zh_multisession", "cross_language", "agent_style"]
+SETS = ["zh_multisession", "cross_language", "agent_style", "agent_sessions"]
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
@@ -156,10 +158,11 @@ def test_it_asks_the_cross_language_questions_in_the_other_language():
     assert directions["en-asks-zh"] >= 40 and directions["zh-asks-en"] >= 40
 
 
-def test_it_marks_the_agents_words_only_for_questions_about_them():
-    user = users("agent_style")
-    speaker = {(t["conversation_id"], t["turn_id"]): t["speaker"] for t in turns("agent_style")}
-    for question in queries("agent_style"):
+@pytest.mark.parametrize("name", ["agent_style", "agent_sessions"])
+def test_it_marks_the_agents_words_only_for_questions_about_them(name):
+    user = users(name)
+    speaker = {(t["conversation_id"], t["turn_id"]): t["speaker"] for t in turns(name)}
+    for question in queries(name):
         by_assistant = [
             speaker[(question["conversation_id"], turn)] != user[question["conversation_id"]]
             for turn in question["evidence"]
@@ -179,3 +182,135 @@ def test_it_gives_the_agent_long_replies():
         assert 150 <= len(turn["text"].split()) <= 400, turn["turn_id"]
     for turn in chinese:
         assert 300 <= len(turn["text"]) <= 1000, turn["turn_id"]
+
+
+# --- agent_sessions: the set issue 33 asks for (its README) ---------------------------------
+
+SESSIONS_SET = DATA / "agent_sessions"
+KINDS = {"fact", "changed", "assistant", "temporal", "aggregation", "recommend"}
+ENGLISH_MONTHS = [datetime(2026, m, 1).strftime("%B") for m in range(1, 13)]
+CHINESE_MONTHS = ["一", "二", "三", "四", "五", "六", "七", "八", "九", "十", "十一", "十二"]
+
+
+def chinese(conversation: str) -> bool:
+    """A conversation is Chinese when its user writes Chinese."""
+    user = users("agent_sessions")[conversation]
+    return any(
+        CJK.search(t["text"])
+        for t in turns("agent_sessions")
+        if t["conversation_id"] == conversation and t["speaker"] == user
+    )
+
+
+def reply_words(text: str, *, in_chinese: bool) -> float:
+    """The README's rule: words split by whitespace; in Chinese, non-space characters / 2."""
+    return len("".join(text.split())) / 2 if in_chinese else len(text.split())
+
+
+def turn_by_id(name: str) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(t["conversation_id"], t["turn_id"]): t for t in turns(name)}
+
+
+def test_it_generates_the_committed_agent_sessions_files(monkeypatch):
+    spec = importlib.util.spec_from_file_location("generate", SESSIONS_SET / "generate.py")
+    generate = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "generate", generate)  # its dataclasses look it up there
+    spec.loader.exec_module(generate)
+
+    made_turns, made_questions = generate.generate()
+
+    assert made_turns == turns("agent_sessions")
+    assert made_questions == queries("agent_sessions")
+
+
+def test_it_gives_six_users_300_messages_over_months_in_two_languages():
+    user = users("agent_sessions")
+    messages = Counter(t["conversation_id"] for t in turns("agent_sessions"))
+    months: dict[str, set[int]] = {c: set() for c in user}
+    for turn in turns("agent_sessions"):
+        months[turn["conversation_id"]].add(session_time(turn["session_datetime"]).month)
+
+    assert len(user) >= 6
+    assert sum(chinese(c) for c in user) >= 3 and sum(not chinese(c) for c in user) >= 3
+    assert all(count >= 300 for count in messages.values()), messages
+    assert all(len(spread) >= 4 for spread in months.values()), months
+
+
+def test_it_gives_the_agent_replies_of_150_to_600_words_and_the_user_short_turns():
+    user = users("agent_sessions")
+    in_chinese = {c: chinese(c) for c in user}
+    for turn in turns("agent_sessions"):
+        words = reply_words(turn["text"], in_chinese=in_chinese[turn["conversation_id"]])
+        if turn["speaker"] == user[turn["conversation_id"]]:
+            assert words <= 40, turn
+        else:
+            assert 150 <= words <= 600, (turn["conversation_id"], turn["turn_id"], words)
+
+
+def test_it_asks_120_questions_of_every_kind_in_both_languages():
+    asked = queries("agent_sessions")
+    in_chinese = {c: chinese(c) for c in users("agent_sessions")}
+    by_kind = Counter((q["category"], in_chinese[q["conversation_id"]]) for q in asked)
+
+    assert len(asked) >= 120
+    assert {q["category"] for q in asked} == KINDS
+    for kind in KINDS:
+        assert by_kind[(kind, False)] >= 10 and by_kind[(kind, True)] >= 10, by_kind
+
+
+def test_it_makes_the_newest_statement_the_evidence_of_a_changed_fact():
+    said = turn_by_id("agent_sessions")
+    changed = [q for q in queries("agent_sessions") if q["category"] == "changed"]
+    for question in changed:
+        conversation = question["conversation_id"]
+        [newest] = [said[(conversation, turn)] for turn in question["evidence"]]
+        older = [said[(conversation, turn)] for turn in question["superseded"]]
+        assert older, question
+        for turn in older:
+            assert turn["session_index"] < newest["session_index"], question
+            assert question["answer"] not in turn["text"], question
+        assert question["answer"] in newest["text"], question
+    assert all("superseded" not in q for q in queries("agent_sessions") if q not in changed)
+
+
+def test_it_counts_in_a_month_only_the_mentions_of_that_month():
+    said = turn_by_id("agent_sessions")
+    counted = 0
+    for question in queries("agent_sessions"):
+        english = re.search(r"in (\w+)\?$", question["question"])
+        named = re.search(r"我(\w+?)月份", question["question"])
+        if question["category"] != "aggregation" or not (english or named):
+            continue
+        month = (
+            ENGLISH_MONTHS.index(english.group(1)) + 1
+            if english
+            else CHINESE_MONTHS.index(named.group(1)) + 1
+        )
+        for turn in question["evidence"]:
+            when = session_time(said[(question["conversation_id"], turn)]["session_datetime"])
+            assert when.month == month, question
+        assert first_number(question["answer"]) == len(question["evidence"]), question
+        counted += 1
+    assert counted >= 12
+
+
+def test_it_dates_an_event_on_its_session_day_or_the_day_before():
+    said = turn_by_id("agent_sessions")
+    dated = 0
+    for question in queries("agent_sessions"):
+        answer = question["answer"]
+        match = re.fullmatch(r"(\d{4})年(\d+)月(\d+)日", answer)
+        if question["category"] != "temporal" or not (match or answer[0].isdigit()):
+            continue
+        if answer.endswith(("days", "天")):
+            continue
+        day = (
+            datetime(*(int(g) for g in match.groups()))
+            if match
+            else datetime.strptime(answer, "%d %B %Y")
+        )
+        [turn] = question["evidence"]
+        session = session_time(said[(question["conversation_id"], turn)]["session_datetime"])
+        assert (session.date() - day.date()).days in (0, 1), question
+        dated += 1
+    assert dated >= 12

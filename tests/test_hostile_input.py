@@ -346,6 +346,18 @@ CASES = [
     Hostile("an unknown path", "POST", "/nowhere", 404, message()),
     Hostile("a memory id that is not a number", "PATCH", "/memories/abc", 404, {}),
     Hostile("a memory id beyond 64 bits", "PATCH", "/memories/" + "9" * 30, 404, {}),
+    # A message's id as the memory's: ASCII digits within 64 bits, else no message has it.
+    *(
+        Hostile(f"a message id {name}", "GET", f"/messages/{text}", 404)
+        for name, text in (
+            ("that is not a number", "abc"),
+            ("beyond 64 bits", "9" * 30),
+            ("one over 64 bits", str(2**63)),
+            ("below zero", "-1"),
+            ("of full-width digits", quote("\uff11")),
+            ("with a space", "%201"),
+        )
+    ),
     # 17. Content one emoji over the limit, escaped as clients send it: 413, not stored.
     Hostile(
         "one emoji over max_content_bytes, escaped",
@@ -845,6 +857,12 @@ MCP_REFUSED_CALLS = [
         {"memory_id": "one"},
         "memory_id: Input should be a valid integer, unable to parse string as an integer",
     ),
+    (
+        "get_message",
+        {"message_id": "12abc"},
+        "message_id: Input should be a valid integer, unable to parse string as an integer",
+    ),
+    ("get_message", {"message_id": 0}, "message_id: Input should be greater than or equal to 1"),
 ]
 
 

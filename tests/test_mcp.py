@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,7 @@ TOOLS = {
     "store_message": {"session_id", "role", "content"},
     "get_context": {"session_id"},
     "search": {"query"},
+    "get_message": {"message_id"},
     "remember": {"content", "memory_type"},
     "list_memories": set(),
     "update_memory": {"memory_id"},
@@ -170,6 +172,7 @@ def test_it_lists_the_tools_an_agent_needs_with_their_arguments(live_server, key
     }
     assert advertised == CHOICES
     assert tools["search"].annotations.read_only_hint is True
+    assert tools["get_message"].annotations.read_only_hint is True
 
 
 def test_it_stores_messages_in_two_sessions_and_gives_their_context_and_search(live_server, key):
@@ -213,6 +216,47 @@ def test_it_stores_messages_in_two_sessions_and_gives_their_context_and_search(l
     ]
     assert stored[2].metadata == {"source": "chat", "n": [1, 2.5]}
     assert stored[0].pk == tea["id"]
+
+
+def to_the_millisecond(moment: str) -> str:
+    return datetime.fromisoformat(moment).isoformat(timespec="milliseconds")
+
+
+def test_it_gives_one_message_whole_as_the_api_does(live_server, key, other_key, api):
+    """get_message: what a recalled line's #id names, as `GET /messages/{id}` answers it;
+    another agent's message, a sub-agent's reply and an id out of range are refused."""
+    url = live_server.url
+    content = "We camped at Lake Tahoe. " * 200 + "湖边很安静。"
+    stored = result(call(url, key, "store_message", session_id="s-1", role="user", content=content))
+    parent = api.post("/sessions/s-1/messages", {"role": "assistant", "content": "ask r"}).json()
+    replies = [
+        api.post(
+            f"/messages/{parent['id']}/subagent",
+            {"agent_name": "r", "role": "assistant", "content": f"notes {n}"},
+        ).json()
+        for n in range(3)
+    ]
+    # Three replies, two main messages: one reply's id is no main message's.
+    reply = next(r for r in replies if r["id"] not in (stored["id"], parent["id"]))
+
+    found = result(call(url, key, "get_message", message_id=stored["id"]))
+    refused = [
+        error(call(url, other_key, "get_message", message_id=stored["id"])),
+        error(call(url, key, "get_message", message_id=reply["id"])),
+        error(call(url, key, "get_message", message_id=2**63)),
+    ]
+
+    by_api = api.get(f"/messages/{stored['id']}").json()
+    assert found == stored
+    # The same answer (the API writes a time to the millisecond, pydantic to the microsecond).
+    assert {**found, "timestamp": None} == {**by_api, "timestamp": None}
+    assert to_the_millisecond(found["timestamp"]) == to_the_millisecond(by_api["timestamp"])
+    assert found["content"] == content and found["session_id"] == "s-1"
+    assert refused[0] == refused[1] == "Error executing tool get_message: Not Found"
+    assert refused[2] == (
+        "Error executing tool get_message: message_id: Input should be less than or equal to "
+        f"{2**63 - 1}"
+    )
 
 
 def test_it_remembers_updates_and_expires_a_memory_keeping_its_history(live_server, key):

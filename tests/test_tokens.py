@@ -1,6 +1,15 @@
 from __future__ import annotations
 
-from memory.tokens import TRUNCATION_MARK, estimate_tokens, truncate_to_tokens
+import pytest
+
+from memory.tokens import (
+    CUT_MARK,
+    CUT_MARK_CHINESE,
+    TRUNCATION_MARK,
+    cut_mark,
+    estimate_tokens,
+    truncate_to_tokens,
+)
 
 
 def test_it_counts_chinese_at_one_and_a_half_tokens_per_character():
@@ -27,3 +36,32 @@ def test_it_cuts_long_text_and_marks_the_cut():
     assert estimate_tokens(cut) <= 10_000
     assert estimate_tokens(cut) > 9_990
     assert text.startswith(cut.removesuffix(TRUNCATION_MARK))
+
+
+@pytest.mark.parametrize(
+    ("text", "mark"),
+    [
+        ("We camped at the lake and the kids loved the kayaks. " * 40, CUT_MARK),
+        ("我们在湖边露营，孩子们很喜欢皮划艇。" * 40, CUT_MARK_CHINESE),
+        # Mostly Chinese with English words in it, and mostly English with a Chinese word.
+        ("我用 Django 写了一个记忆服务，部署在 Linux 上。" * 40, CUT_MARK_CHINESE),
+        ("The user likes 绿茶 and long walks by the river. " * 40, CUT_MARK),
+        ("1234567890 " * 200, CUT_MARK),  # no letters at all
+    ],
+    ids=[
+        "english",
+        "chinese",
+        "chinese with english words",
+        "english with a chinese word",
+        "digits",
+    ],
+)
+def test_a_text_shown_cut_ends_with_a_mark_in_its_own_language(text, mark):
+    assert cut_mark(text) == mark
+
+    cut, truncated = truncate_to_tokens(text, 300, mark=cut_mark(text))
+
+    assert truncated and cut.endswith(mark)
+    assert 290 < estimate_tokens(cut) <= 300
+    assert text.startswith(cut.removesuffix(mark))
+    assert TRUNCATION_MARK not in cut  # the sub-agent's mark is its results' only

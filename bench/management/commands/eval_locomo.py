@@ -41,6 +41,29 @@ from memory.search import MODES
 from memory.vectors import embed_pending
 
 
+def kind_table(data: dict[str, Any]) -> list[str]:
+    """A report's figures per kind of question (its category, named as the set names it), then
+    for all questions: evidence recall and answer present (context) or recall@k (search)."""
+    if data["target"] == "context":
+        columns = ["evidence", "answer"]
+        rows = {
+            kind: [recall, data["answer_by_category"][kind]]
+            for kind, recall in data["by_category"].items()
+        }
+        rows["all"] = [data["evidence_recall"], data["answer_present"]]
+    else:
+        columns = [f"@{k}" for k in data["recall"]]
+        rows = {kind: list(recall.values()) for kind, recall in data["by_category"].items()}
+        rows["all"] = list(data["recall"].values())
+    counts = data["category_queries"] | {"all": data["queries"]}
+    width = max(len("kind"), *(len(kind) for kind in rows))
+    lines = [f"  {'kind':<{width}}  questions  " + "  ".join(f"{c:>8}" for c in columns)]
+    for kind, values in rows.items():
+        figures = "  ".join(f"{value:>8.3f}" for value in values)
+        lines.append(f"  {kind:<{width}}  {counts[kind]:>9}  {figures}")
+    return lines
+
+
 class Command(BaseCommand):
     help = "Evaluate search or context on LoCoMo-format data (conversations.jsonl, queries.jsonl)."
     requires_system_checks: list[str] = []
@@ -153,15 +176,12 @@ class Command(BaseCommand):
                 f"{data['answer_present']:.3f}, tokens used {data['tokens_used_mean']}, "
                 f"duplicate tokens {data['duplicate_token_share']:.1%}"
             )
-            for category, recall in data["by_category"].items():
-                self.stdout.write(f"  category {category}: {recall:.3f}")
         else:
             self.stdout.write(
                 "  recall " + ", ".join(f"@{k} {v:.3f}" for k, v in data["recall"].items())
             )
-            for category, recall in data["by_category"].items():
-                values = ", ".join(f"@{k} {v:.3f}" for k, v in recall.items())
-                self.stdout.write(f"  category {category}: {values}")
+        for line in kind_table(data):
+            self.stdout.write(line)
         latency = data["latency_ms"]
         call = "context" if data["target"] == "context" else "search"
         self.stdout.write(f"  {call} latency p50 {latency['p50']} ms, p95 {latency['p95']} ms")
