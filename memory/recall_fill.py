@@ -98,7 +98,7 @@ class RecallFiller:
             self._widen(allowance)
         if self._room(allowance) and all(left.id in self.skip for left in left_out):
             self._expand(allowance)
-        return in_time_order(self.items.values()), left_out
+        return _in_time_order(self.items.values()), left_out
 
     def _expand(self, allowance: int) -> None:
         """With room left once every hit and the turns around them were taken, the trimmed
@@ -195,7 +195,7 @@ class RecallFiller:
         return True
 
 
-def in_time_order(chosen: Iterable[_Chosen]) -> list[RecalledItem]:
+def _in_time_order(chosen: Iterable[_Chosen]) -> list[RecalledItem]:
     """Grouped by session (sessions in order of their first recalled message), oldest first;
     the first of each session opens it with its "Session ...:" line.
 
