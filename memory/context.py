@@ -5,7 +5,8 @@ Four layers share the budget, 60% of the model window:
 - short-term memory: this session's summaries (top 3) of turns no longer in working memory;
 - long-term memory: the agent's facts, preferences, decisions, projects (top 2);
 - recall: the agent's earlier messages most relevant to the query, by the hybrid search the
-  API serves, each with the reply after it, grouped by session with their dates.
+  API serves, each with the reply after it, grouped by session with their dates; what the
+  person said first, an agent's long replies after it and compactly (memory.recall_render).
 Long-term memory and recall share the last 20%. The budget is a ceiling, not a quota: what
 working and short-term memory leave unused goes to recall, and what recall cannot use goes
 back to older working messages. When the first three layers alone are over budget, the
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection, Iterable
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from datetime import datetime
 from itertools import accumulate
@@ -46,17 +47,17 @@ from memory.context_items import (
     layer_method,
     system_message,
 )
-from memory.dates import minute_label
 from memory.embeddings import Embedder, Thresholds
 from memory.index import Filter
-from memory.index_schema import query_terms
+from memory.index_schema import Term, query_terms
 from memory.memories import memories_like
 from memory.models import LongTermMemory, MainMessage, MemoryType, Role, ShortTermMemory
+from memory.recall_fill import RecallFiller
+from memory.recall_render import asks_about_replies
 from memory.relevance import MEMORY_FLOORS, Verdict, term_match, verdict
 from memory.search import MAX_K, SearchHit, SearchQuery, search
 from memory.subagent_run import run_in
-from memory.text import folded, folded_say_the_same, has_terms, message_label, speaker
-from memory.tokens import cut_mark, truncate_to_tokens
+from memory.text import folded, folded_say_the_same, has_terms, message_label
 from memory.vectors import QueryEmbedding, query_embedding
 
 BUDGET_SHARE = 0.6
@@ -74,15 +75,6 @@ IDENTITY_TYPES = (MemoryType.FACT, MemoryType.PREFERENCE)
 EXPIRED_WEIGHT = 0.5
 LONG_TERM_CANDIDATES = 20
 RECALL_CANDIDATES = MAX_K
-# A recalled message longer than this is shown cut, so one pasted document cannot take the
-# whole recall budget.
-RECALL_MESSAGE_TOKENS = 300
-RECALL_MIN_ROOM = 20
-# Recall hits whose neighbours are read together, as the filling reaches them: a context
-# takes a fraction of its hits, and reading the turns around all of them cost more than the
-# rest of the filling (docs/BENCHMARKS.md, "Recall reads its hits' neighbours as it reaches
-# them").
-RECALL_CHUNK = 25
 
 # One table, Chinese and English, matched case-insensitively anywhere in the query.
 IDENTITY_PATTERNS: tuple[str, ...] = (
@@ -491,157 +483,6 @@ def _fit(
     return fitted, cuts
 
 
-# --- recall --------------------------------------------------------------------------------
-
-
-def recalled_line(message: MainMessage) -> str:
-    """How a recalled message reads in the prompt: "- [8 May 2023 13:56] Caroline: text";
-    shown cut, "- [8 May 2023 13:56] [#123] Caroline: text... [truncated]", with the id
-    `GET /messages/{id}` answers whole. (On every line, ids cost LoCoMo's context 0.004 of
-    its evidence at window 4096: a line that is the whole text goes without.)"""
-    content = message.content
-    text, cut = truncate_to_tokens(content, RECALL_MESSAGE_TOKENS, mark=cut_mark(content))
-    reference = f" [#{message.pk}]" if cut else ""
-    when = minute_label(message.timestamp)
-    return f"- [{when}]{reference} {speaker(message.role, message.metadata)}: {text}"
-
-
-@dataclass(frozen=True)
-class _Chosen:
-    """A message recall chose, with its line as the prompt shows it."""
-
-    message: MainMessage
-    line: str
-    score: float | None
-    method: str
-    why: str
-
-
-class _RecallFiller:
-    """Hits in rank order, each followed by the reply after it, while they fit the allowance;
-    with room left once every hit was tried, the turns around the best hits.
-
-    `fill` may be called again with a larger allowance: what was chosen stays, and the hits
-    that did not fit are tried again. `skip` maps message ids that must not appear to the
-    reason (in working memory, in a summarised turn).
-    """
-
-    def __init__(
-        self,
-        hits: list[SearchHit],
-        skip: dict[int, str],
-        method: str,
-        verdicts: dict[int, Verdict],
-    ) -> None:
-        self.hits = hits
-        self.skip = skip
-        self.method = method
-        self.verdicts = verdicts
-        self.items: dict[int, _Chosen] = {}
-        self.sessions: set[str] = set()
-        self.used = header_tokens(RECALL_HEADER)
-        self.around: dict[int, index.Around] = {}
-        self.rows: dict[int, MainMessage] = {}
-
-    def fill(self, allowance: int) -> tuple[list[RecalledItem], list[LeftOut]]:
-        left_out: list[LeftOut] = []
-        for number, hit in enumerate(self.hits):
-            message = hit.message
-            if message.pk in self.items:
-                continue
-            if message.pk in self.skip:
-                left_out.append(LeftOut(message.pk, self.skip[message.pk], hit.score))
-            elif not self._add(
-                message, hit.score, self.method, self.verdicts[message.pk].why, allowance
-            ):
-                left_out.append(LeftOut(message.pk, "over budget", hit.score))
-            else:
-                self._add_neighbour(self._around(number).after, message.pk, allowance)
-        if self._room(allowance):
-            self._widen(allowance)
-        return _in_time_order(self.items.values()), left_out
-
-    def _widen(self, allowance: int) -> None:
-        """The message before each recalled hit and the one after its reply, best hits first:
-        an answer can take more than one turn, and a question can come before the hit."""
-        recalled = [n for n, hit in enumerate(self.hits) if hit.message.pk in self.items]
-        self._load([self._around(n) for n in recalled], "before", "after_next")
-        # A hit this widening adds as a neighbour is widened in its turn: its rows are read
-        # when it is reached (none are read again).
-        for number, hit in enumerate(self.hits):
-            if hit.message.pk in self.items and self._room(allowance):
-                around = self._around(number)
-                self._load([around], "before", "after_next")
-                self._add_neighbour(around.before, hit.message.pk, allowance)
-                self._add_neighbour(around.after_next, hit.message.pk, allowance)
-
-    def _room(self, allowance: int) -> bool:
-        # Less than a short line left is no room.
-        return allowance - self.used > RECALL_MIN_ROOM
-
-    def _around(self, number: int) -> index.Around:
-        """The neighbours of hit `number`: read with those of the other hits of its chunk,
-        and the replies' rows with them, the first time a hit of the chunk is needed."""
-        message_id = self.hits[number].message.pk
-        if message_id not in self.around:
-            start = number - number % RECALL_CHUNK
-            chunk = index.messages_around(
-                hit.message.pk for hit in self.hits[start : start + RECALL_CHUNK]
-            )
-            self.around |= chunk
-            self._load(chunk.values(), "after")
-        return self.around[message_id]
-
-    def _load(self, around: Iterable[index.Around], *fields: str) -> None:
-        wanted = {getattr(a, f) for a in around for f in fields} - {None}
-        self.rows |= MainMessage.objects.in_bulk(wanted - set(self.rows))
-
-    def _add_neighbour(self, message_id: int | None, hit_id: int, allowance: int) -> None:
-        message = self.rows.get(message_id) if message_id is not None else None
-        if message is not None and message.pk not in self.items and message.pk not in self.skip:
-            self._add(message, None, "neighbour", f"next to recalled message {hit_id}", allowance)
-
-    def _add(
-        self, message: MainMessage, score: float | None, how: str, why: str, allowance: int
-    ) -> bool:
-        line = recalled_line(message)
-        opens = message.session_id not in self.sessions
-        cost = Item.tokens_of(RecalledItem.pieces(message.session_id, line, opens=opens))
-        if self.used + cost > allowance:
-            return False
-        self.used += cost
-        self.sessions.add(message.session_id)
-        self.items[message.pk] = _Chosen(message, line, score, how, why)
-        return True
-
-
-def _in_time_order(chosen: Iterable[_Chosen]) -> list[RecalledItem]:
-    """Grouped by session (sessions in order of their first recalled message), oldest first;
-    the first of each session opens it with its "Session ...:" line.
-
-    Which session a message opens may differ from when it was chosen: the session's lines
-    cost the same whichever item carries them."""
-    by_session: dict[str, list[_Chosen]] = {}
-    for one in sorted(chosen, key=lambda c: (c.message.timestamp, c.message.pk)):
-        by_session.setdefault(one.message.session_id, []).append(one)
-    return [
-        RecalledItem.made(
-            one.message.pk,
-            one.message.content,
-            session_id=one.message.session_id,
-            line=one.line,
-            opens=position == 0,
-            timestamp=one.message.timestamp,
-            role=one.message.role,
-            score=one.score,
-            method=one.method,
-            why=one.why,
-        )
-        for group in by_session.values()
-        for position, one in enumerate(group)
-    ]
-
-
 # --- assembly ------------------------------------------------------------------------------
 
 
@@ -907,14 +748,17 @@ def _recall(
     skip = dict.fromkeys(summarised, "in a summarised turn") | dict.fromkeys(
         working_ids, "in working memory"
     )
-    verdicts = _recall_verdicts(result.hits, query, embedded, now)
+    terms = query_terms(query, now=now)  # as the message index reads the query
+    verdicts = _recall_verdicts(result.hits, query, terms, embedded)
     relevant = [hit for hit in result.hits if verdicts[hit.message.pk].relevant]
     below = [
         LeftOut(hit.message.pk, verdicts[hit.message.pk].why, hit.score)
         for hit in result.hits
         if not verdicts[hit.message.pk].relevant
     ]
-    filler = _RecallFiller(relevant, skip, result.mode, verdicts)
+    filler = RecallFiller(
+        relevant, skip, result.mode, verdicts, terms, replies_last=not asks_about_replies(query)
+    )
     items, left_out = filler.fill(allowance)
     long_term = _without_restated_memories(layers["long_term"], [*layers["working"].items, *items])
     freed = layers["long_term"].used - long_term.used
@@ -929,11 +773,10 @@ def _recall(
 
 
 def _recall_verdicts(
-    hits: list[SearchHit], query: str, embedded: QueryEmbedding, now: datetime
+    hits: list[SearchHit], query: str, terms: list[Term], embedded: QueryEmbedding
 ) -> dict[int, Verdict]:
     """Whether each hit reaches the floors: its similarity the model's, or the share of the
-    query's terms its text and label say (memory.relevance)."""
-    terms = query_terms(query, now=now)  # as the message index reads the query
+    query's `terms` its text and label say (memory.relevance)."""
     verdicts: dict[int, Verdict] = {}
     for hit in hits:
         message = hit.message

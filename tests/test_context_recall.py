@@ -573,8 +573,7 @@ def test_matches_below_the_chosen_are_left_out_with_their_rank_and_score():
 
 
 def test_recall_reads_the_turns_around_only_the_hits_it_reaches(monkeypatch):
-    from memory import context as context_module
-    from memory import index
+    from memory import index, recall_fill
 
     # 60 earlier turns about tea, each its own hit; a window with room for a few of them.
     for day in range(60):
@@ -597,11 +596,11 @@ def test_recall_reads_the_turns_around_only_the_hits_it_reaches(monkeypatch):
     recall = context.layers["recall"]
     hits = [item for item in recall.items if item.method != "neighbour"]
     over_budget = [left for left in recall.left_out if left.reason == "over budget"]
-    assert 0 < len(hits) < context_module.RECALL_CHUNK
-    assert len(over_budget) > 2 * context_module.RECALL_CHUNK
+    assert 0 < len(hits) < recall_fill.RECALL_CHUNK
+    assert len(over_budget) > 2 * recall_fill.RECALL_CHUNK
     # The neighbours were read for the chunks of hits that the filling reached with room
     # left, not for all 100: the first chunk or two.
-    assert len(asked) in (context_module.RECALL_CHUNK, 2 * context_module.RECALL_CHUNK)
+    assert len(asked) in (recall_fill.RECALL_CHUNK, 2 * recall_fill.RECALL_CHUNK)
     assert {item.id for item in hits} <= set(asked)
 
 

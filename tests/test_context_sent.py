@@ -16,6 +16,7 @@ from memory import vectors
 from memory.context import context_build
 from memory.context_items import SECTIONS, header_tokens
 from memory.memories import memory_create
+from memory.recall_render import message_ref
 from memory.summaries import summarize_turns
 from memory.tokens import CUT_MARK, CUT_MARK_CHINESE, TRUNCATION_MARK, estimate_tokens
 from tests.factories import add_message
@@ -60,6 +61,13 @@ ENGLISH = Language(
                 "Noted: no peanuts and no shellfish in any recipe I suggest.",
             ],
         ),
+        (
+            "notes",
+            [
+                "My notes from camping at the lake: " + "kayaks at dawn, a fire at night. " * 50,
+                "Thanks for sharing them.",
+            ],
+        ),
     ],
     session=[
         "Plan a weekend trip for my family, please.",
@@ -95,6 +103,7 @@ CHINESE = Language(
             ],
         ),
         ("健康", ["我对花生和贝类过敏。", "记住了：我推荐的菜谱里不放花生和贝类。"]),
+        ("笔记", ["我在湖边露营的笔记：" + "清晨划皮划艇，晚上点篝火。" * 30, "谢谢分享。"]),
     ],
     session=[
         "请帮我计划一次家庭周末旅行。",
@@ -252,9 +261,13 @@ def test_it_counts_every_layer_from_the_text_it_sends(language, with_vectors, re
             seen |= {"tool pair"} if any("tool_call_id" in m for m in context.messages) else set()
             seen |= {"truncated"} if any(language.cut_mark in c for c in contents) else set()
             assert not any(mark in c for c in contents for mark in other_marks)
+            recalled = context.layers["recall"].items
+            replies = [i for i in recalled if i.role == "assistant"]
+            seen |= {"trimmed"} if any(message_ref(i.id) in i.line for i in replies) else set()
 
     # The store reaches every case the counting has: each layer, each form of a tool result,
-    # a recalled message cut short, the cut order.
+    # a recalled message cut short, a long reply trimmed to its opening and what the query
+    # names, the cut order.
     assert seen == {
         "working",
         "short_term",
@@ -265,6 +278,7 @@ def test_it_counts_every_layer_from_the_text_it_sends(language, with_vectors, re
         "call left behind",
         "tool pair",
         "truncated",
+        "trimmed",
     }
 
 
