@@ -51,7 +51,7 @@ from memory.index import Filter
 from memory.index_schema import query_terms
 from memory.memories import memories_like
 from memory.models import LongTermMemory, MainMessage, MemoryType, Role, ShortTermMemory
-from memory.relevance import MEMORY_FLOORS, Verdict, term_match, verdict
+from memory.relevance import Verdict, is_recommendation, memory_verdict, term_match, verdict
 from memory.search import MAX_K, SearchHit, SearchQuery, search
 from memory.subagent_run import run_in
 from memory.text import folded, folded_say_the_same, has_terms, message_label, speaker
@@ -349,16 +349,22 @@ def _relevant_memories(
 ) -> tuple[list[MemoryItem], list[LeftOut]]:
     """The matches that reach the floors (memory.relevance), each saying why it is there,
     and the others with why not. Similarity is the model's own measure where the query has
-    a vector; otherwise the share of the query's terms the memory says."""
-    terms = query_terms(query) if method == "lexical" else []
+    a vector; otherwise the share of the query's terms the memory says. The floors know the
+    memory's type: a recommendation question takes preferences and facts more readily."""
+    terms = query_terms(query) if method == "lexical" else None
+    recommending = is_recommendation(query)
     relevant: list[MemoryItem] = []
     left_out: list[LeftOut] = []
     for item in matched:
-        judged = verdict(
+        judged = memory_verdict(
+            memory_type=item.memory_type,
+            content=item.content,
             similarity=scores[item.id] if method == "similarity" else None,
-            floor=thresholds.floor(floor, query, item.content),
-            match=term_match(terms, item.content) if method == "lexical" else None,
-            floors=MEMORY_FLOORS,
+            thresholds=thresholds,
+            base=floor,
+            query=query,
+            terms=terms,
+            recommending=recommending,
         )
         if judged.relevant:
             relevant.append(replace(item, why=judged.why))

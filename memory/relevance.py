@@ -19,7 +19,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from memory.embeddings import Thresholds
 from memory.index_schema import Term
+from memory.models import MemoryType
 from memory.text import without_cjk
 
 
@@ -140,3 +142,93 @@ def verdict(
             return Verdict(True, str(match))
         reasons.append(str(match))
     return Verdict(False, "below the relevance floor: " + ", ".join(reasons or ["no score"]))
+
+
+# --- recommendation questions -------------------------------------------------------------
+
+# "Can you recommend ...", "What should I ...", "你推荐我买什么键盘？", "我该做什么菜？": what they
+# must respect is what the person likes and is (a vegetarian asking what to cook, a night
+# owl asking when to work out), said sessions earlier in other words. Not "what did you
+# recommend": the agent's own advice, a question about the past.
+RECOMMENDATION_PATTERNS: tuple[str, ...] = (
+    r"\brecommend",
+    r"\bsuggest(?!ed)",
+    r"\bany (?:ideas|tips|advice|suggestions)\b",
+    r"\bideas? for\b",
+    r"\bwhat(?:'s| is| are)? (?:a )?good\b",
+    r"\b(?:what|which|where|when|how)\b[^?.!]{0,60}\bshould (?:i|we)\b",
+    r"\bshould (?:i|we) (?:get|buy|try|cook|make|eat|wear|read|watch|go|do|pick|choose|book)\b",
+    r"推荐",
+    r"建议",
+    r"(?:我|我们)(?:应该|应当|该)",
+    r"什么[^？?。！!]{0,8}(?:比较好|好呢|合适)",
+)
+# "What did you recommend?", "你推荐过的", "你之前建议": the agent's words, not a request.
+ABOUT_THE_PAST: tuple[str, ...] = (
+    r"\b(?:did|had) you\b",
+    r"\byou (?:recommended|suggested|said|told)\b",
+    r"你(?:之前|上次)",
+    r"(?:推荐|建议)(?:过|的)",
+)
+_RECOMMENDATION = re.compile("|".join(RECOMMENDATION_PATTERNS), re.IGNORECASE)
+_PAST = re.compile("|".join(ABOUT_THE_PAST), re.IGNORECASE)
+
+# The words that ask for a recommendation say nothing of its topic: a memory need not say them.
+_REQUEST_WORDS = frozenset(
+    {"recommend", "recommendation", "recommendations", "suggest", "suggestion", "suggestions"}
+    | {"ideas", "idea", "tips", "advice", "good", "best"}
+)
+_REQUEST_CHARACTERS = frozenset("推荐建议该")
+
+
+def is_recommendation(query: str | None) -> bool:
+    return bool(query and _RECOMMENDATION.search(query) and not _PAST.search(query))
+
+
+# What a recommendation must respect: the person's likes and standing facts (vegetarian,
+# allergic, on a budget, up at 5:30). For a recommendation question these memories qualify
+# at a share of the model's floor: with the default model, related pairs in one script ("What
+# should I cook for dinner tonight?" against "I'm vegetarian, so no meat for me") score 0.17
+# to 0.33, unrelated ones (the same question against "My favourite editor is Helix") under
+# 0.16 (tests/test_context_relevance.py). Pairs in two scripts keep their floor: already
+# lowered by the model's `cross_script`, it is below the share ...
+RECOMMENDATION_TYPES = frozenset({MemoryType.PREFERENCE, MemoryType.FACT})
+RECOMMENDATION_FLOOR_SHARE = 0.65
+# ... or by one of the question's words that name its topic (not "recommend", not 推荐).
+RECOMMENDATION_FLOORS = LexicalFloors(words=0.0, bigrams=0.0)
+
+
+def _names_the_topic(term: Term) -> bool:
+    if term.kind == "bigram":
+        return not _REQUEST_CHARACTERS.intersection(term.text)
+    return term.text not in _REQUEST_WORDS
+
+
+def memory_verdict(
+    *,
+    memory_type: str,
+    content: str,
+    similarity: float | None,
+    thresholds: Thresholds,
+    base: float,
+    query: str,
+    terms: Sequence[Term] | None,
+    recommending: bool,
+) -> Verdict:
+    """Whether a memory is about the query: its similarity against the model's floor (`base`,
+    its relevance or identity floor, for this query and this text: `Thresholds.floor`), or
+    its words (`terms`, on the lexical path) against MEMORY_FLOORS. Type-aware: for a
+    recommendation question a preference or a fact qualifies at RECOMMENDATION_FLOOR_SHARE
+    of the floor, or by one word of the question's topic."""
+    floor = thresholds.floor(base, query, content)
+    if not (recommending and memory_type in RECOMMENDATION_TYPES):
+        match = term_match(terms, content) if terms is not None else None
+        return verdict(similarity=similarity, floor=floor, match=match, floors=MEMORY_FLOORS)
+    topic = None if terms is None else [t for t in terms if _names_the_topic(t)]
+    judged = verdict(
+        similarity=similarity,
+        floor=min(floor, base * RECOMMENDATION_FLOOR_SHARE),
+        match=term_match(topic, content) if topic is not None else None,
+        floors=RECOMMENDATION_FLOORS,
+    )
+    return Verdict(judged.relevant, f"recommendation question, a {memory_type}: {judged.why}")
