@@ -51,6 +51,7 @@ from memory.index import Filter
 from memory.index_schema import query_terms
 from memory.memories import memories_like
 from memory.models import LongTermMemory, MainMessage, MemoryType, Role, ShortTermMemory
+from memory.recall_rank import ranked
 from memory.relevance import Verdict, is_recommendation, memory_verdict, term_match, verdict
 from memory.search import MAX_K, SearchHit, SearchQuery, search
 from memory.subagent_run import run_in
@@ -900,7 +901,9 @@ def _recall(
         working_ids, "in working memory"
     )
     verdicts = _recall_verdicts(result.hits, query, embedded, now)
-    relevant = [hit for hit in result.hits if verdicts[hit.message.pk].relevant]
+    relevant = ranked(
+        [hit for hit in result.hits if verdicts[hit.message.pk].relevant], query=query, now=now
+    )
     below = [
         LeftOut(hit.message.pk, verdicts[hit.message.pk].why, hit.score)
         for hit in result.hits

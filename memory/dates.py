@@ -28,7 +28,8 @@ favours (memory.recall_rank) and never requires:
   without its year is that month of any year, as a day without its year is: conversations are
   imported from the past and asked about long after. "May", "March" and "August" (words of
   their own) and abbreviations ("Jan", a name too) are months only after "in", "during",
-  "since" ... or before a year; "三个月" is a count, not March.
+  "since" ... or before a year; "三个月" is a count, not March. "As of", "until", "before"
+  or "by" before a month makes no period: what it asks about may be told any time before.
 - relative weeks, months and years, counted from `now`'s date in UTC: "last month", "this
   month", "last week", "this week", "last year", "this year", "two months ago", 上个月,
   上上个月, 这个月 / 本月, 上周 / 上星期 / 上礼拜 (not 上周三, a day), 这周 / 本周, 去年, 前年,
@@ -341,9 +342,12 @@ _UNITS |= {"禮拜": "week", "月": "month", "年": "year"}
 _UNITS |= {unit: unit for unit in _UNIT_DAYS}
 # What makes "may" the month: "in May", "since March", "mid-August", "the end of May".
 _MONTH_CUE = (
-    r"(?:in|during|throughout|through|since|until|till|from|of|for|by|over|last|this|"
-    r"early|mid|late|the\s+(?:start|beginning|end|middle)\s+of)"
+    r"(?:as\s+of|in|during|throughout|through|since|until|till|before|from|of|for|by|over|"
+    r"last|this|early|mid|late|the\s+(?:start|beginning|end|middle)\s+of)"
 )
+# "As of September", "until May", "by March": where a state stands at a time, which any
+# earlier message may hold; no period of its own.
+_UP_TO = {"as of", "until", "till", "before", "by"}
 # Full names that are no other word: months wherever they stand.
 _PLAIN_MONTHS = r"january|february|april|june|july|september|october|november|december"
 _ENGLISH_MONTH = re.compile(
@@ -459,10 +463,13 @@ def _in_latest_year(today: date, month: int) -> Period:
 def _english_month(match: re.Match[str], today: date) -> Period | None:
     if not (match["plain"] or match["cue"] or match["year"]):
         return None  # "may", "march", "jan" alone: likely another word
+    cue = " ".join((match["cue"] or "").lower().split())
+    if cue in _UP_TO:
+        return None
     month = _MONTH_ABBREVIATIONS.index((match["plain"] or match["month"])[:3].lower()) + 1
     year = int(match["year"]) if match["year"] else None
     named = _month(year, month) if year else _in_latest_year(today, month)
-    if (match["cue"] or "").lower() == "since":  # that month's first day up to today
+    if cue == "since":  # that month's first day up to today
         return Period(named.first, max(today, named.last))
     return named
 

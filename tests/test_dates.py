@@ -232,6 +232,9 @@ def test_it_counts_relative_periods_from_now(text, expected):
     "text",
     [
         "you may go",  # "may", "march" and abbreviations need a cue or a year
+        "How many pets did Andrew have, as of September 2023?",  # up to then: any time before
+        "until May",
+        "by March 2024",
         "I march on",
         "Jan said hi",
         "三个月",  # a count of months, not March
