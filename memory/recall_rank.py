@@ -17,12 +17,16 @@ period a question names").
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from memory.dates import Period, find_periods
 from memory.search import SearchHit
 
 PERIOD_BOOST = 0.3
+# A message tells of the days just before it ("yesterday", "on Saturday"): one dated up to
+# three days after a period may be about it (on LoCoMo's questions naming a period, at 4,096:
+# none 64 evidence turns, three days 65, a week 64).
+TOLD_WITHIN = timedelta(days=3)
 
 
 def ranked(hits: Sequence[SearchHit], *, query: str, now: datetime) -> list[SearchHit]:
@@ -39,4 +43,6 @@ def ranked(hits: Sequence[SearchHit], *, query: str, now: datetime) -> list[Sear
 
 
 def _boost(hit: SearchHit, periods: Sequence[Period]) -> float:
-    return PERIOD_BOOST if any(p.holds(hit.message.timestamp) for p in periods) else 0.0
+    when = hit.message.timestamp
+    told = any(p.holds(when) or p.holds(when - TOLD_WITHIN) for p in periods)
+    return PERIOD_BOOST if told else 0.0

@@ -62,6 +62,17 @@ def test_a_period_that_holds_no_hit_changes_nothing(query, without):
     assert order(hits, query) == order(hits, without) == [1, 2, 3]
 
 
+@pytest.mark.parametrize("query", ["What did I do in February?", "我二月份做了什么？"])
+def test_a_message_of_the_days_just_after_a_period_may_tell_of_it(query):
+    # "I went to a concert on Saturday", said on 2 March.
+    hits = [
+        hit(1, "march-6", 1.0, datetime(2023, 3, 6, 9, 0, tzinfo=UTC)),
+        hit(2, "march-2", 0.8, datetime(2023, 3, 2, 9, 0, tzinfo=UTC)),
+    ]
+
+    assert order(hits, query) == [2, 1]
+
+
 def test_scores_count_as_shares_of_the_best_whatever_their_scale():
     # BM25 (lexical mode) is not on a 0-1 scale: the boost is a share of the best hit's score.
     hits = [hit(1, "march", 12.0, MARCH), hit(2, "feb", 12.0 * (1 - PERIOD_BOOST / 2), FEBRUARY)]
