@@ -67,6 +67,8 @@ LONG_TERM_ITEMS = 2
 # first, and top it up with the person's facts and preferences when few match (the second
 # design document's lesson): relevant by their type, whatever the words.
 IDENTITY_LONG_TERM_ITEMS = 5
+# A recommendation must respect several things at once (vegetarian, allergic, on a budget).
+RECOMMENDATION_LONG_TERM_ITEMS = 4
 WEAK_IDENTITY_MINIMUM = 3
 # What an identity question is about, whatever its words: who the person is and what they like.
 IDENTITY_TYPES = (MemoryType.FACT, MemoryType.PREFERENCE)
@@ -347,13 +349,13 @@ def _relevant_memories(
     query: str,
     floor: float,
     thresholds: Thresholds,
+    recommending: bool,
 ) -> tuple[list[MemoryItem], list[LeftOut]]:
     """The matches that reach the floors (memory.relevance), each saying why it is there,
     and the others with why not. Similarity is the model's own measure where the query has
     a vector; otherwise the share of the query's terms the memory says. The floors know the
     memory's type: a recommendation question takes preferences and facts more readily."""
     terms = query_terms(query) if method == "lexical" else None
-    recommending = is_recommendation(query)
     relevant: list[MemoryItem] = []
     left_out: list[LeftOut] = []
     for item in matched:
@@ -418,15 +420,16 @@ def _long_term(
         return _most_used(active, query, now), []
     matched = [_memory_item(m, scores[m.pk], method, now) for m in active.filter(pk__in=scores)]
     floor = embedded.thresholds.identity if identity else embedded.thresholds.relevance
+    recommending = is_recommendation(query)
     relevant, left_out = _relevant_memories(
-        matched, method, scores, query, floor, embedded.thresholds
+        matched, method, scores, query, floor, embedded.thresholds, recommending
     )
     if identity:
         relevant.sort(key=_identity_rank)
         limit = IDENTITY_LONG_TERM_ITEMS
     else:
         relevant.sort(key=lambda i: -(i.score or 0))
-        limit = LONG_TERM_ITEMS
+        limit = RECOMMENDATION_LONG_TERM_ITEMS if recommending else LONG_TERM_ITEMS
     chosen = relevant[:limit]
     ranked = "by the identity rule " if identity else ""
     left_out += [

@@ -199,6 +199,32 @@ def test_a_recommendation_question_gets_the_preferences_it_must_respect_lexicall
     _check_recommendation(preferences, query, topics, expected)
 
 
+@pytest.mark.parametrize(
+    ("query", "said"),
+    [
+        (
+            "Can you recommend a keyboard for coding?",
+            [
+                "I can't stand loud clicky keyboards",
+                "My keyboard must be split, my wrists hurt",
+                "I only buy keyboards that work on Linux",
+            ],
+        ),
+        (
+            "你推荐我买什么键盘？",
+            ["我受不了声音大的键盘", "键盘一定要分体的，手腕疼", "键盘必须支持 Linux"],
+        ),
+    ],
+)
+def test_a_recommendation_question_takes_more_of_what_it_must_respect(query, said):
+    for text in said:
+        memory_create(agent_id="a1", content=text, memory_type="preference", actor="api")
+
+    context = _ask(query)
+
+    assert sorted(i.content for i in context.layers["long_term"].items) == sorted(said)
+
+
 def test_a_question_about_the_agents_advice_is_no_recommendation(preferences):
     # "What did you recommend": the agent's words; the memory must say half the words again.
     context = _ask("Which quiet mechanical keyboard did you recommend for coding?")
