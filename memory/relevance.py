@@ -10,7 +10,8 @@ context takes an item only above a floor of a fixed scale:
   says. BM25 has no such scale: it grows with the store's size and the text's length, and the
   context's normalisation by the best hit made that hit 1.0 whatever it matched.
 The floors were measured on LoCoMo and the Chinese set (`manage.py eval_floors`,
-docs/EVALUATION.md, "Relevance floors").
+docs/EVALUATION.md, "Relevance floors"). A memory's floors know its type: a question asking
+for a recommendation takes the person's preferences and facts more readily (`memory_verdict`).
 """
 
 from __future__ import annotations
@@ -190,8 +191,9 @@ def is_recommendation(query: str | None) -> bool:
 # at a share of the model's floor: with the default model, related pairs in one script ("What
 # should I cook for dinner tonight?" against "I'm vegetarian, so no meat for me") score 0.17
 # to 0.33, unrelated ones (the same question against "My favourite editor is Helix") under
-# 0.16 (tests/test_context_relevance.py). Pairs in two scripts keep their floor: already
-# lowered by the model's `cross_script`, it is below the share ...
+# 0.16 (tests/test_context_relevance.py); a neighbour topic may pass ("Can you recommend a
+# keyboard?" against the favourite editor: 0.19). Pairs in two scripts keep their floor:
+# already lowered by the model's `cross_script`, it is below the share ...
 RECOMMENDATION_TYPES = frozenset({MemoryType.PREFERENCE, MemoryType.FACT})
 RECOMMENDATION_FLOOR_SHARE = 0.65
 # ... or by one of the question's words that name its topic (not "recommend", not 推荐).
