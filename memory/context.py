@@ -52,9 +52,10 @@ from memory.index import Filter
 from memory.index_schema import Term, query_terms
 from memory.memories import memories_like
 from memory.models import LongTermMemory, MainMessage, MemoryType, Role, ShortTermMemory
+from memory.questions import asks_about_replies, is_recommendation
 from memory.recall_fill import RecallFiller
-from memory.recall_render import asks_about_replies
-from memory.relevance import MEMORY_FLOORS, Verdict, term_match, verdict
+from memory.recall_rank import ranked
+from memory.relevance import Verdict, memory_verdict, term_match, verdict
 from memory.search import MAX_K, SearchHit, SearchQuery, search
 from memory.subagent_run import run_in
 from memory.text import folded, folded_say_the_same, has_terms, message_label
@@ -68,6 +69,8 @@ LONG_TERM_ITEMS = 2
 # first, and top it up with the person's facts and preferences when few match (the second
 # design document's lesson): relevant by their type, whatever the words.
 IDENTITY_LONG_TERM_ITEMS = 5
+# A recommendation must respect several things at once (vegetarian, allergic, on a budget).
+RECOMMENDATION_LONG_TERM_ITEMS = 4
 WEAK_IDENTITY_MINIMUM = 3
 # What an identity question is about, whatever its words: who the person is and what they like.
 IDENTITY_TYPES = (MemoryType.FACT, MemoryType.PREFERENCE)
@@ -339,19 +342,25 @@ def _relevant_memories(
     query: str,
     floor: float,
     thresholds: Thresholds,
+    recommending: bool,
 ) -> tuple[list[MemoryItem], list[LeftOut]]:
     """The matches that reach the floors (memory.relevance), each saying why it is there,
     and the others with why not. Similarity is the model's own measure where the query has
-    a vector; otherwise the share of the query's terms the memory says."""
-    terms = query_terms(query) if method == "lexical" else []
+    a vector; otherwise the share of the query's terms the memory says. The floors know the
+    memory's type: a recommendation question takes preferences and facts more readily."""
+    terms = query_terms(query) if method == "lexical" else None
     relevant: list[MemoryItem] = []
     left_out: list[LeftOut] = []
     for item in matched:
-        judged = verdict(
+        judged = memory_verdict(
+            memory_type=item.memory_type,
+            content=item.content,
             similarity=scores[item.id] if method == "similarity" else None,
-            floor=thresholds.floor(floor, query, item.content),
-            match=term_match(terms, item.content) if method == "lexical" else None,
-            floors=MEMORY_FLOORS,
+            thresholds=thresholds,
+            base=floor,
+            query=query,
+            terms=terms,
+            recommending=recommending,
         )
         if judged.relevant:
             relevant.append(replace(item, why=judged.why))
@@ -404,15 +413,16 @@ def _long_term(
         return _most_used(active, query, now), []
     matched = [_memory_item(m, scores[m.pk], method, now) for m in active.filter(pk__in=scores)]
     floor = embedded.thresholds.identity if identity else embedded.thresholds.relevance
+    recommending = is_recommendation(query)
     relevant, left_out = _relevant_memories(
-        matched, method, scores, query, floor, embedded.thresholds
+        matched, method, scores, query, floor, embedded.thresholds, recommending
     )
     if identity:
         relevant.sort(key=_identity_rank)
         limit = IDENTITY_LONG_TERM_ITEMS
     else:
         relevant.sort(key=lambda i: -(i.score or 0))
-        limit = LONG_TERM_ITEMS
+        limit = RECOMMENDATION_LONG_TERM_ITEMS if recommending else LONG_TERM_ITEMS
     chosen = relevant[:limit]
     ranked = "by the identity rule " if identity else ""
     left_out += [
@@ -750,7 +760,9 @@ def _recall(
     )
     terms = query_terms(query, now=now)  # as the message index reads the query
     verdicts = _recall_verdicts(result.hits, query, terms, embedded)
-    relevant = [hit for hit in result.hits if verdicts[hit.message.pk].relevant]
+    relevant = ranked(
+        [hit for hit in result.hits if verdicts[hit.message.pk].relevant], query=query, now=now
+    )
     below = [
         LeftOut(hit.message.pk, verdicts[hit.message.pk].why, hit.score)
         for hit in result.hits

@@ -21,13 +21,31 @@ What counts as a day, and why:
   means the one just gone), "today", "yesterday", "the day before yesterday", "N days ago",
   "last Wednesday" (the latest Wednesday before today). Future days (明天, 下周三) are not
   looked for: messages are in the past.
+
+Periods (`find_periods`): the stretch of days a question names, which the context's recall
+favours (memory.recall_rank) and never requires:
+- a month: "in February", "February 2026", "mid-March", "三月份", "3月", "2026年3月". A month
+  without its year is that month of any year, as a day without its year is: conversations are
+  imported from the past and asked about long after. "May", "March" and "August" (words of
+  their own) and abbreviations ("Jan", a name too) are months only after "in", "during",
+  "since" ... or before a year; "三个月" is a count, not March. "As of", "until", "before"
+  or "by" before a month makes no period: what it asks about may be told any time before.
+- relative weeks, months and years, counted from `now`'s date in UTC: "last month", "this
+  month", "last week", "this week", "last year", "this year", "two months ago", 上个月,
+  上上个月, 这个月 / 本月, 上周 / 上星期 / 上礼拜 (not 上周三, a day), 这周 / 本周, 去年, 前年,
+  今年, 两个月前. Weeks run Monday to Sunday, months and years are the calendar's. "The last
+  week of August" is August's.
+- the days up to today: "the past month", "in the last two weeks", "over the past year",
+  最近一个月, 过去两周, 近三个月, 最近一周: 30 days a month, 7 a week, 365 a year.
+- a year: "in 2026", "2026年".
+What a day mention covers ("May 2, 2023", "上周三") is not read again as a period.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 
 # Written out rather than strftime's %B, which follows the locale.
@@ -176,8 +194,11 @@ _CHINESE_DAYS_BACK = re.compile(
 _CHINESE_DAYS_BACK_WORDS = {"今天": 0, "今日": 0, "昨天": 1, "昨日": 1, "前天": 2, "大前天": 3}
 # Not 每周三 / 每个星期三 (every Wednesday), 四周 (around), 一周一次 / 一周三天 (a week), nor
 # 周天 (一周天气); but 周一周二 is two days.
+# A match starts at the first 上 of a run (`(?<!上)`): tried from each of them, a long run that
+# ends in no weekday took time quadratic in its length.
 _CHINESE_WEEKDAY = re.compile(
-    r"(?:(?<![四圆圓一每两兩几幾半个個])|(?<=[周週期拜]一))(?P<which>上+|这|這|本|下)?(?:个|個)?"
+    r"(?<!上)(?:(?<![四圆圓一每两兩几幾半个個])|(?<=[周週期拜]一))(?P<which>上+|这|這|本|下)?"
+    r"(?:个|個)?"
     r"(?:(?:周|週)(?P<short>[一二三四五六日])|(?:星期|礼拜|禮拜)(?P<long>[一二三四五六日天]))"
     r"(?![次个個])"
 )
@@ -282,3 +303,253 @@ def find_day_mentions(text: str, *, now: datetime) -> list[DayMention]:
 def find_days(text: str, *, now: datetime) -> list[Day]:
     """The distinct days `text` names, in order of first mention."""
     return list(dict.fromkeys(m.day for m in find_day_mentions(text, now=now)))
+
+
+# --- periods -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Period:
+    """Days a query names, `first` to `last` included. `every_year`: a month named without
+    its year, that month of any year (`first` and `last` hold it in the latest year up to
+    today)."""
+
+    first: date
+    last: date
+    every_year: bool = False
+
+    def holds(self, when: datetime) -> bool:
+        """Whether the moment's day in UTC (the day its label says) is in the period."""
+        day = utc_date(when)
+        if self.every_year:
+            return day.month == self.first.month
+        return self.first <= day <= self.last
+
+
+@dataclass(frozen=True)
+class _Span:
+    """A period a query names and where: the span of its text."""
+
+    period: Period
+    start: int
+    end: int
+
+
+# The days of a unit in "the past month" (the 30 days up to today).
+_UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
+_UNITS = {"天": "day", "日": "day", "周": "week", "週": "week", "星期": "week", "礼拜": "week"}
+_UNITS |= {"禮拜": "week", "月": "month", "年": "year"}
+_UNITS |= {unit: unit for unit in _UNIT_DAYS}
+# What makes "may" the month: "in May", "since March", "mid-August", "the end of May".
+_MONTH_CUE = (
+    r"(?:as\s+of|in|during|throughout|through|since|until|till|before|from|of|for|by|over|"
+    r"last|this|early|mid|late|the\s+(?:start|beginning|end|middle)\s+of)"
+)
+# "As of September", "until May", "by March": where a state stands at a time, which any
+# earlier message may hold; no period of its own.
+_UP_TO = {"as of", "until", "till", "before", "by"}
+# Full names that are no other word: months wherever they stand.
+_PLAIN_MONTHS = r"january|february|april|june|july|september|october|november|december"
+_ENGLISH_MONTH = re.compile(
+    rf"\b(?:(?P<cue>{_MONTH_CUE})[\s-]+(?:the\s+month\s+of\s+)?)?"
+    rf"(?:(?P<plain>{_PLAIN_MONTHS})|{_MONTH_NAMES})"
+    r"(?:,?\s*(?P<year>[0-9]{4})(?![0-9]))?(?![a-z])",
+    re.IGNORECASE,
+)
+_CHINESE_MONTH = re.compile(
+    rf"{_NOT_DIGIT_BEFORE}(?:(?P<year>[0-9０-９]{{4}})\s*年\s*)?(?<![个個每])"
+    rf"(?P<month>{_NUMBER})\s*月份?(?![一两兩二三四五六七八九十几幾]次)"  # 一月一次: once a month
+)
+_ENGLISH_RELATIVE = re.compile(
+    r"\b(?P<which>last|this|previous|current)\s+(?P<unit>week|month|year)\b(?!\s+of\b)",
+    re.IGNORECASE,
+)
+_ENGLISH_AGO = re.compile(
+    r"\b(?P<count>[0-9]{1,3}|an?|one|two|three|four|five|six|seven|eight|nine|ten)\s+"
+    r"(?P<unit>week|month|year)s?\s+ago\b",
+    re.IGNORECASE,
+)
+_ENGLISH_WINDOW = re.compile(
+    r"\b(?:the|these)\s+(?:past|last|previous)\s+(?:(?P<count>[0-9]{1,3}|a|one|two|three|four"
+    r"|five|six|seven|eight|nine|ten|few|couple\s+of)\s+)?(?P<unit>day|week|month|year)s?\b"
+    r"(?!\s+of\b)",
+    re.IGNORECASE,
+)
+_ENGLISH_YEAR = re.compile(
+    r"\b(?:in|during|throughout|since|for)\s+(?:the\s+year\s+)?(?P<year>[0-9]{4})(?![0-9])",
+    re.IGNORECASE,
+)
+# 上个月, 上上个月, 这个月, 本月, 上周, 上个星期, 这礼拜; not 上周三, a day (find_day_mentions).
+_CHINESE_RELATIVE = re.compile(
+    r"(?<!上)(?P<which>上+|这|這|本|当|當)(?:个|個)?(?P<unit>月|周|週|星期|礼拜|禮拜)"
+    r"(?![一二三四五六日天])"
+)
+_CHINESE_YEAR_WORDS = {"今年": 0, "去年": 1, "前年": 2, "大前年": 3}
+_CHINESE_YEAR = re.compile(
+    rf"(?P<word>大前年|前年|去年|今年)|{_NOT_DIGIT_BEFORE}(?P<year>[0-9０-９]{{4}})\s*年"
+)
+# 最近一个月, 过去两周, 近三个月, 最近一周: the days up to today.
+_CHINESE_WINDOW = re.compile(
+    rf"(?:最近|过去|過去|近)(?P<count>{_COUNT}|几|幾)?\s*(?:个|個)?"
+    r"(?P<unit>月|周|週|星期|礼拜|禮拜|年|天)"
+)
+_CHINESE_AGO = re.compile(
+    rf"{_NOT_DIGIT_BEFORE}(?P<count>{_COUNT})\s*(?:个|個)?"
+    r"(?P<unit>月|周|週|星期|礼拜|禮拜|年)(?:以|之)?前"
+)
+
+
+# "The past few weeks", 最近几个月: a few is three.
+_SOME = {"few": 3, "couple of": 2, "几": 3, "幾": 3}
+
+
+def _count(text: str | None) -> int | None:
+    """How many units a window or "ago" says: one when it says no number."""
+    if text is None:
+        return 1
+    words = " ".join(text.lower().split())
+    return _SOME[words] if words in _SOME else _number(words)
+
+
+def _month(year: int, month: int) -> Period:
+    following = date(year + month // 12, month % 12 + 1, 1)
+    return Period(date(year, month, 1), following - timedelta(days=1))
+
+
+def _months_back(today: date, count: int) -> Period | None:
+    """The calendar month `count` months before today's (0: this month)."""
+    index = today.year * 12 + today.month - 1 - count
+    return _month(index // 12, index % 12 + 1) if index >= 12 else None
+
+
+def _weeks_back(today: date, count: int) -> Period | None:
+    monday = _from(today, -today.weekday() - 7 * count)
+    if monday is None:
+        return None
+    first = date(monday.year, monday.month, monday.day)
+    return Period(first, first + timedelta(days=6))
+
+
+def _years_back(today: date, count: int) -> Period | None:
+    year = today.year - count
+    return Period(date(year, 1, 1), date(year, 12, 31)) if year >= 1 else None
+
+
+def _back(today: date, unit: str, count: int | None) -> Period | None:
+    """The calendar week, month or year `count` units before today's."""
+    if count is None or count > MAX_DAYS_AGO // 365:
+        return None
+    if unit == "week":
+        return _weeks_back(today, count)
+    return _months_back(today, count) if unit == "month" else _years_back(today, count)
+
+
+def _window(today: date, unit: str, count: int | None) -> Period | None:
+    """The days up to today that `count` units cover ("the past two weeks": 14 days)."""
+    if count is None or count * _UNIT_DAYS[unit] > MAX_DAYS_AGO:
+        return None
+    start = _from(today, -count * _UNIT_DAYS[unit])
+    if start is None:
+        return None
+    return Period(date(start.year, start.month, start.day), today)
+
+
+def _in_latest_year(today: date, month: int) -> Period:
+    """A month without its year: any year's, held in the latest up to today's month."""
+    year = today.year if month <= today.month else today.year - 1
+    return replace(_month(year, month), every_year=True)
+
+
+def _english_month(match: re.Match[str], today: date) -> Period | None:
+    if not (match["plain"] or match["cue"] or match["year"]):
+        return None  # "may", "march", "jan" alone: likely another word
+    cue = " ".join((match["cue"] or "").lower().split())
+    if cue in _UP_TO:
+        return None
+    month = _MONTH_ABBREVIATIONS.index((match["plain"] or match["month"])[:3].lower()) + 1
+    year = int(match["year"]) if match["year"] else None
+    named = _month(year, month) if year else _in_latest_year(today, month)
+    if cue == "since":  # that month's first day up to today
+        return Period(named.first, max(today, named.last))
+    return named
+
+
+def _chinese_month(match: re.Match[str], today: date) -> Period | None:
+    month = _number(match["month"])
+    if month is None or not 1 <= month <= 12:
+        return None
+    year = _number(match["year"]) if match["year"] else None
+    return _month(year, month) if year else _in_latest_year(today, month)
+
+
+def _english_relative(match: re.Match[str], today: date) -> Period | None:
+    back = 0 if match["which"].lower() in ("this", "current") else 1
+    return _back(today, match["unit"].lower(), back)
+
+
+def _english_ago(match: re.Match[str], today: date) -> Period | None:
+    return _back(today, match["unit"].lower(), _number(match["count"]))
+
+
+def _english_window(match: re.Match[str], today: date) -> Period | None:
+    return _window(today, match["unit"].lower(), _count(match["count"]))
+
+
+def _english_year(match: re.Match[str], today: date) -> Period | None:
+    return _years_back(today, today.year - int(match["year"]))
+
+
+def _chinese_relative(match: re.Match[str], today: date) -> Period | None:
+    which = match["which"]
+    return _back(today, _UNITS[match["unit"]], len(which) if which.startswith("上") else 0)
+
+
+def _chinese_year(match: re.Match[str], today: date) -> Period | None:
+    if match["word"]:
+        return _years_back(today, _CHINESE_YEAR_WORDS[match["word"]])
+    return _years_back(today, today.year - int(_number(match["year"]) or 0))
+
+
+def _chinese_window(match: re.Match[str], today: date) -> Period | None:
+    return _window(today, _UNITS[match["unit"]], _count(match["count"]))
+
+
+def _chinese_ago(match: re.Match[str], today: date) -> Period | None:
+    return _back(today, _UNITS[match["unit"]], _number(match["count"]))
+
+
+_PERIOD_PATTERNS: tuple[
+    tuple[re.Pattern[str], Callable[[re.Match[str], date], Period | None]], ...
+] = (
+    (_ENGLISH_WINDOW, _english_window),
+    (_ENGLISH_MONTH, _english_month),
+    (_ENGLISH_RELATIVE, _english_relative),
+    (_ENGLISH_AGO, _english_ago),
+    (_ENGLISH_YEAR, _english_year),
+    (_CHINESE_WINDOW, _chinese_window),
+    (_CHINESE_AGO, _chinese_ago),
+    (_CHINESE_MONTH, _chinese_month),
+    (_CHINESE_RELATIVE, _chinese_relative),
+    (_CHINESE_YEAR, _chinese_year),
+)
+
+
+def find_periods(text: str, *, now: datetime) -> list[Period]:
+    """The distinct periods `text` names, in order. Of overlapping readings the longer wins
+    (at one place, the first pattern): "the past month" is not also "last month", "2026年3月"
+    not also 2026; and what a day covers ("May 2, 2023", "上周三") is no period."""
+    today = utc_date(now)
+    days = find_day_mentions(text, now=now)
+    spans: list[_Span] = []
+    for pattern, read in _PERIOD_PATTERNS:
+        for match in pattern.finditer(text):
+            if any(d.start < match.end() and match.start() < d.end for d in days):
+                continue
+            period = read(match, today)
+            if period is not None:
+                spans.append(_Span(period, match.start(), match.end()))
+    chosen: list[_Span] = []
+    for span in sorted(spans, key=lambda s: (-(s.end - s.start), s.start)):
+        if all(span.end <= c.start or c.end <= span.start for c in chosen):
+            chosen.append(span)
+    return list(dict.fromkeys(s.period for s in sorted(chosen, key=lambda s: s.start)))

@@ -187,21 +187,3 @@ def _fits(text: str, limit: int) -> bool:
 def is_support(message: MainMessage) -> bool:
     """Whether recall shows the message as support: a reply too long to show whole."""
     return message.role != Role.USER and message.token_count > REPLY_TOKENS
-
-
-# Questions about what the agent said, where its replies are the answer: one table, Chinese
-# and English, matched case-insensitively anywhere in the query.
-ABOUT_REPLIES_PATTERNS: tuple[str, ...] = (
-    r"\bdid\s+you\s+(say|tell|suggest|recommend|advise|mention|propose|point|teach|explain)",
-    r"\byou\s+(said|told|suggested|recommended|advised|mentioned|proposed|pointed|taught|"
-    r"explained|gave|listed)\b",
-    r"\byour\s+(advice|suggestion|recommendation|tip|answer|explanation)s?\b",
-    r"(你|您)(之前|上次|刚才|那次)?(说|讲|提|建议|推荐|教|告诉|提醒)",
-)
-_ABOUT_REPLIES = re.compile("|".join(ABOUT_REPLIES_PATTERNS), re.IGNORECASE)
-
-
-def asks_about_replies(query: str) -> bool:
-    """Whether the query asks what the agent said ("what did you tell me about ...",
-    "你之前建议我..."): then its replies are the answer, not support."""
-    return _ABOUT_REPLIES.search(query) is not None

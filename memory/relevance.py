@@ -10,7 +10,8 @@ context takes an item only above a floor of a fixed scale:
   says. BM25 has no such scale: it grows with the store's size and the text's length, and the
   context's normalisation by the best hit made that hit 1.0 whatever it matched.
 The floors were measured on LoCoMo and the Chinese set (`manage.py eval_floors`,
-docs/EVALUATION.md, "Relevance floors").
+docs/EVALUATION.md, "Relevance floors"). A memory's floors know its type: a question asking
+for a recommendation takes the person's preferences and facts more readily (`memory_verdict`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from memory.embeddings import Thresholds
 from memory.index_schema import Term
+from memory.models import MemoryType
 from memory.text import without_cjk
 
 
@@ -140,3 +143,63 @@ def verdict(
             return Verdict(True, str(match))
         reasons.append(str(match))
     return Verdict(False, "below the relevance floor: " + ", ".join(reasons or ["no score"]))
+
+
+# --- recommendation questions -------------------------------------------------------------
+
+# The words that ask for a recommendation say nothing of its topic: a memory need not say them.
+_REQUEST_WORDS = frozenset(
+    {"recommend", "recommendation", "recommendations", "suggest", "suggestion", "suggestions"}
+    | {"ideas", "idea", "tips", "advice", "good", "best"}
+)
+_REQUEST_CHARACTERS = frozenset("推荐建议该")
+
+
+# What a recommendation must respect: the person's likes and standing facts (vegetarian,
+# allergic, on a budget, up at 5:30). For a recommendation question these memories qualify
+# at a share of the model's floor: with the default model, related pairs in one script ("What
+# should I cook for dinner tonight?" against "I'm vegetarian, so no meat for me") score 0.17
+# to 0.33, unrelated ones (the same question against "My favourite editor is Helix") under
+# 0.16 (tests/test_context_relevance.py); a neighbour topic may pass ("Can you recommend a
+# keyboard?" against the favourite editor: 0.19). Pairs in two scripts keep their floor:
+# already lowered by the model's `cross_script`, it is below the share ...
+RECOMMENDATION_TYPES = frozenset({MemoryType.PREFERENCE, MemoryType.FACT})
+RECOMMENDATION_FLOOR_SHARE = 0.65
+# ... or by one of the question's words that name its topic (not "recommend", not 推荐).
+RECOMMENDATION_FLOORS = LexicalFloors(words=0.0, bigrams=0.0)
+
+
+def _names_the_topic(term: Term) -> bool:
+    if term.kind == "bigram":
+        return not _REQUEST_CHARACTERS.intersection(term.text)
+    return term.text not in _REQUEST_WORDS
+
+
+def memory_verdict(
+    *,
+    memory_type: str,
+    content: str,
+    similarity: float | None,
+    thresholds: Thresholds,
+    base: float,
+    query: str,
+    terms: Sequence[Term] | None,
+    recommending: bool,
+) -> Verdict:
+    """Whether a memory is about the query: its similarity against the model's floor (`base`,
+    its relevance or identity floor, for this query and this text: `Thresholds.floor`), or
+    its words (`terms`, on the lexical path) against MEMORY_FLOORS. Type-aware: for a
+    recommendation question a preference or a fact qualifies at RECOMMENDATION_FLOOR_SHARE
+    of the floor, or by one word of the question's topic."""
+    floor = thresholds.floor(base, query, content)
+    if not (recommending and memory_type in RECOMMENDATION_TYPES):
+        match = term_match(terms, content) if terms is not None else None
+        return verdict(similarity=similarity, floor=floor, match=match, floors=MEMORY_FLOORS)
+    topic = None if terms is None else [t for t in terms if _names_the_topic(t)]
+    judged = verdict(
+        similarity=similarity,
+        floor=min(floor, base * RECOMMENDATION_FLOOR_SHARE),
+        match=term_match(topic, content) if topic is not None else None,
+        floors=RECOMMENDATION_FLOORS,
+    )
+    return Verdict(judged.relevant, f"recommendation question, a {memory_type}: {judged.why}")

@@ -20,6 +20,7 @@ from memory.index_schema import query_terms
 from memory.memories import memory_create
 from memory.models import LongTermMemory
 from memory.relevance import MEMORY_FLOORS, MESSAGE_FLOORS, term_match
+from memory.text import mostly_cjk
 from tests.factories import add_message
 
 pytestmark = pytest.mark.django_db
@@ -118,6 +119,117 @@ def test_it_sends_related_items_and_none_of_another_topic_with_the_local_model(
 @pytest.mark.parametrize("query, topic, expected", QUERIES)
 def test_it_sends_related_items_and_none_of_another_topic_lexically(store, query, topic, expected):
     _check(store, query, topic, expected)
+
+
+# Preferences stated in passing, for the recommendation questions below: each a memory and a
+# message, as STORE's lines.
+PREFERENCES = [
+    ("diet", "preference", "I'm vegetarian, so no meat for me"),
+    ("diet", "preference", "我吃素，不吃肉"),
+    ("keyboard", "preference", "I can't stand loud clicky keyboards"),
+    ("keyboard", "preference", "我受不了声音很大的机械键盘"),
+]
+
+# (query, the topics its context may hold, the texts it must hold as a memory or a message):
+# what a recommendation must respect (memory.relevance's type-aware floors), and nothing of
+# the other topics. What to cook may bring the allergy too: it is the person's constraint.
+RECOMMENDATIONS = [
+    ("What should I cook for dinner tonight?", {"diet", "allergy"}, [PREFERENCES[0][2]]),
+    ("今晚我该做什么菜？", {"diet", "allergy"}, [PREFERENCES[1][2]]),
+    ("Can you recommend a snack for the flight?", {"diet", "allergy"}, [STORE[2][2]]),
+    ("你推荐我买什么键盘？", {"keyboard"}, [PREFERENCES[3][2]]),
+]
+# Without vectors, by the words of the question's topic ("recommend" and 推荐 are none).
+LEXICAL_RECOMMENDATIONS = [
+    (
+        "Can you recommend a quiet mechanical keyboard for coding?",
+        {"keyboard"},
+        [PREFERENCES[2][2]],
+    ),
+    ("你推荐我买什么键盘？", {"keyboard"}, [PREFERENCES[3][2]]),
+]
+
+
+@pytest.fixture
+def preferences(store):
+    """STORE and PREFERENCES, as the `store` fixture makes them."""
+    made = dict(store)
+    for number, (topic, memory_type, text) in enumerate(PREFERENCES, len(STORE)):
+        memory = memory_create(agent_id="a1", content=text, memory_type=memory_type, actor="api")
+        message = say(text, session_id=f"past-{number}", timestamp=PAST)
+        made[text] = (topic, memory.pk, message.pk)
+    return made
+
+
+def _check_recommendation(made, query, topics, expected, embedder=None) -> None:
+    context = _ask(query, embedder)
+    memories = {item.id: item for item in context.layers["long_term"].items}
+    recalled = {item.id for item in context.layers["recall"].items}
+    for text in expected:
+        _, memory_id, message_id = made[text]
+        assert memory_id in memories or message_id in recalled, (
+            query,
+            text,
+            context.layers["long_term"].left_out,
+        )
+        if memory_id in memories:
+            assert memories[memory_id].why.startswith("recommendation question, a ")
+    for text, (topic, memory_id, message_id) in made.items():
+        if topic not in topics:
+            assert memory_id not in memories, (query, text)
+            assert message_id not in recalled, (query, text)
+
+
+@pytest.mark.parametrize("query, topics, expected", RECOMMENDATIONS)
+def test_a_recommendation_question_gets_the_preferences_it_must_respect_with_the_local_model(
+    preferences, local_model, query, topics, expected
+):
+    if embeddings.LOCAL_MODELS[local_model.signature.model].english_only and mostly_cjk(query):
+        pytest.skip("an English-only model does not read a Chinese question")
+    vectors.query_vector.cache_clear()
+    vectors.prepare_index(local_model.signature)
+    vectors.embed_pending(embedder=local_model)
+    _check_recommendation(preferences, query, topics, expected, local_model)
+
+
+@pytest.mark.parametrize("query, topics, expected", LEXICAL_RECOMMENDATIONS)
+def test_a_recommendation_question_gets_the_preferences_it_must_respect_lexically(
+    preferences, query, topics, expected
+):
+    _check_recommendation(preferences, query, topics, expected)
+
+
+@pytest.mark.parametrize(
+    ("query", "said"),
+    [
+        (
+            "Can you recommend a keyboard for coding?",
+            [
+                "I can't stand loud clicky keyboards",
+                "My keyboard must be split, my wrists hurt",
+                "I only buy keyboards that work on Linux",
+            ],
+        ),
+        (
+            "你推荐我买什么键盘？",
+            ["我受不了声音大的键盘", "键盘一定要分体的，手腕疼", "键盘必须支持 Linux"],
+        ),
+    ],
+)
+def test_a_recommendation_question_takes_more_of_what_it_must_respect(query, said):
+    for text in said:
+        memory_create(agent_id="a1", content=text, memory_type="preference", actor="api")
+
+    context = _ask(query)
+
+    assert sorted(i.content for i in context.layers["long_term"].items) == sorted(said)
+
+
+def test_a_question_about_the_agents_advice_is_no_recommendation(preferences):
+    # "What did you recommend": the agent's words; the memory must say half the words again.
+    context = _ask("Which quiet mechanical keyboard did you recommend for coding?")
+
+    assert context.layers["long_term"].items == []
 
 
 def test_it_says_why_each_item_is_there_and_why_others_are_not(real_embedder, store):

@@ -18,7 +18,6 @@ from memory.recall_render import (
     MESSAGE_TOKENS,
     OPENING_CHARS,
     REPLY_TOKENS,
-    asks_about_replies,
     compact,
     message_ref,
     opening,
@@ -276,26 +275,3 @@ def test_a_trimmed_reply_is_never_over_its_cap(seed):
     assert estimate_tokens(shown) <= limit
     flat = " ".join(text.split())
     assert flat.startswith(shown.split(f" {GAP}")[0])  # the opening, verbatim
-
-
-@pytest.mark.parametrize(
-    ("query", "about_replies"),
-    [
-        ("What did you tell me to buy at convenience stores?", True),
-        ("Which crates did you suggest for testing my CLI?", True),
-        ("How far did you say I should charge the car?", True),
-        ("You recommended a trail near the new flat, which one?", True),
-        ("What was your advice about the ryokan?", True),
-        ("你建议豆豆的第一口辅食吃什么？", True),
-        ("你之前推荐的那几台相机里哪台最适合我？", True),
-        ("你说我躺下多久还睡不着就该起床？", True),
-        ("你教我的雅思口语框架是什么？", True),
-        ("Which concert did I go to with my sister?", False),
-        ("What did I buy at the convenience store?", False),
-        ("Can you recommend a restaurant for tonight?", False),
-        ("我上个月去了几次健身房？", False),
-        ("我妹妹叫什么名字？", False),
-    ],
-)
-def test_it_tells_a_question_about_what_the_agent_said(query, about_replies):
-    assert asks_about_replies(query) is about_replies

@@ -1,0 +1,64 @@
+"""What a question asks for, as the context reads it: what the agent said before (its replies
+are then the answer, not support: memory.recall_fill), or a recommendation (the person's
+preferences and facts then qualify more readily: memory.relevance's `memory_verdict`). One
+table of patterns per reading, English and Chinese, matched case-insensitively anywhere in
+the question. (The period a question names is memory.dates's `find_periods`.)
+"""
+
+from __future__ import annotations
+
+import re
+
+# The agent's words in the past: "what did you tell me about ...", "your earlier advice",
+# "你之前推荐的...", "你给我推荐的...".
+ABOUT_PAST_REPLIES: tuple[str, ...] = (
+    r"\b(?:did|had)\s+you\s+(?:say|tell|suggest|recommend|advise|mention|propose|point|teach|"
+    r"explain)",
+    r"\byou\s+(?:said|told|suggested|recommended|advised|mentioned|proposed|pointed|taught|"
+    r"explained|gave|listed)\b",
+    r"(?:你|您)(?:之前|上次|刚才|那次|以前)",
+    r"(?:你|您)[^，。？！?,]{0,4}?(?:说|讲|提|建议|推荐|教|告诉|提醒)(?:过|的)",
+)
+# Advice asked of the agent now, which its earlier replies may already give: "what's your
+# advice on ...", "你建议我跑步前怎么热身？", "你教我白切鸡怎么做？".
+ASKED_OF_THE_AGENT: tuple[str, ...] = (
+    r"\byour\s+(?:advice|suggestion|recommendation|tip|answer|explanation)s?\b",
+    r"(?:你|您)(?:说|讲|提|建议|推荐|教|告诉|提醒)",
+)
+# "Can you recommend ...", "What should I ...", "你推荐我买什么键盘？", "我该做什么菜？": what they
+# must respect is what the person likes and is (a vegetarian asking what to cook, a night
+# owl asking when to work out), said sessions earlier in other words.
+RECOMMENDATION_PATTERNS: tuple[str, ...] = (
+    r"\brecommend",
+    r"\bsuggest(?!ed)",
+    r"\bany (?:ideas|tips|advice|suggestions)\b",
+    r"\bideas? for\b",
+    r"\bwhat(?:'s| is| are)? (?:a )?good\b",
+    r"\b(?:what|which|where|when|how)\b[^?.!]{0,60}\bshould (?:i|we)\b",
+    r"\bshould (?:i|we) (?:get|buy|try|cook|make|eat|wear|read|watch|go|do|pick|choose|book)\b",
+    r"推荐",
+    r"建议",
+    r"(?:我|我们)(?:应该|应当|该)",
+    r"什么[^？?。！!]{0,8}(?:比较好|好呢|合适)",
+)
+
+
+def _compiled(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile("|".join(patterns), re.IGNORECASE)
+
+
+_PAST_REPLIES = _compiled(ABOUT_PAST_REPLIES)
+_REPLIES = _compiled(ABOUT_PAST_REPLIES + ASKED_OF_THE_AGENT)
+_RECOMMENDATION = _compiled(RECOMMENDATION_PATTERNS)
+
+
+def asks_about_replies(query: str | None) -> bool:
+    """Whether the agent's replies answer the query: it asks what the agent said, or asks the
+    agent's advice ("你建议我..."), which an earlier reply may hold."""
+    return bool(query and _REPLIES.search(query))
+
+
+def is_recommendation(query: str | None) -> bool:
+    """Whether the query asks for a recommendation now; "what did you recommend" asks about the
+    past, the agent's own words."""
+    return bool(query and _RECOMMENDATION.search(query) and not _PAST_REPLIES.search(query))
