@@ -55,7 +55,13 @@ from memory.models import LongTermMemory, MainMessage, MemoryType, Role, ShortTe
 from memory.questions import asks_about_replies, is_recommendation
 from memory.recall_fill import RecallFiller
 from memory.recall_rank import ranked
-from memory.relevance import Verdict, memory_verdict, term_match, verdict
+from memory.relevance import (
+    RECOMMENDATION_FLOOR_SHARE,
+    Verdict,
+    memory_verdict,
+    term_match,
+    verdict,
+)
 from memory.search import MAX_K, SearchHit, SearchQuery, search
 from memory.subagent_run import run_in
 from memory.text import folded, folded_say_the_same, has_terms, message_label
@@ -759,7 +765,9 @@ def _recall(
         working_ids, "in working memory"
     )
     terms = query_terms(query, now=now)  # as the message index reads the query
-    verdicts = _recall_verdicts(result.hits, query, terms, embedded)
+    verdicts = _recall_verdicts(
+        result.hits, query, terms, embedded, recommending=is_recommendation(query)
+    )
     relevant = ranked(
         [hit for hit in result.hits if verdicts[hit.message.pk].relevant], query=query, now=now
     )
@@ -785,17 +793,32 @@ def _recall(
 
 
 def _recall_verdicts(
-    hits: list[SearchHit], query: str, terms: list[Term], embedded: QueryEmbedding
+    hits: list[SearchHit],
+    query: str,
+    terms: list[Term],
+    embedded: QueryEmbedding,
+    *,
+    recommending: bool,
 ) -> dict[int, Verdict]:
     """Whether each hit reaches the floors: its similarity the model's, or the share of the
-    query's `terms` its text and label say (memory.relevance)."""
+    query's `terms` its text and label say (memory.relevance). For a recommendation question
+    what the person said qualifies at the share of the floor a preference memory does: "I
+    can't stand crowded tourist spots" shares no word with "Can you recommend somewhere for a
+    weekend away?"."""
     verdicts: dict[int, Verdict] = {}
+    lowered = embedded.thresholds.relevance * RECOMMENDATION_FLOOR_SHARE
     for hit in hits:
         message = hit.message
         floor = embedded.thresholds.floor(embedded.thresholds.relevance, query, message.content)
-        if hit.vector_score is not None and hit.vector_score >= floor:
+        score = hit.vector_score
+        if score is not None and score >= floor:
             # Close enough: its words need not be read (most hits, with a vector).
-            verdicts[message.pk] = verdict(similarity=hit.vector_score, floor=floor, match=None)
+            verdicts[message.pk] = verdict(similarity=score, floor=floor, match=None)
+            continue
+        if recommending and message.role == Role.USER and score is not None and score >= lowered:
+            judged = verdict(similarity=score, floor=lowered, match=None)
+            why = f"recommendation question, the person's words: {judged.why}"
+            verdicts[message.pk] = Verdict(True, why)
             continue
         label = message_label(message.timestamp, message.role, message.metadata)
         verdicts[message.pk] = verdict(
