@@ -4,10 +4,15 @@ Consolidation uses it when no chat model is configured (the default install). It
 message sentence by sentence, and each sentence clause by clause ("我叫小王，我是后端工程师" is
 two statements), and keeps the clauses where the speaker states something that stays true:
 
-- fact: names and roles, home and work, family, health, plans ("I'm planning a trip"), dates
-  ("部署日期是下周五", "our launch is on June 3");
-- preference: likes, tools and habits ("I use Neovim", "我每天早上跑步"), standing requests
-  ("请用中文回答", "from now on answer in English");
+- fact: names and roles, home and work, family, pets and what they own ("my cat Biscuit",
+  "we only have one car", 我们家只有一辆车), health and diets ("I've been vegetarian for six
+  years", 我吃素), plans ("I'm planning a trip"), dates ("部署日期是下周五", "our launch is on
+  June 3");
+- preference: likes and dislikes ("I can't stand crowded tourist spots", 我特别受不了人挤人的景点),
+  tools and habits ("I use Neovim", "我每天早上跑步"), times of day ("I'm useless before
+  10 am", 我早上十点之前基本是废的), limits to what they eat or spend ("I don't eat pork",
+  "keep any extra spending under $50", 把开销控制在三百块以内), standing requests ("请用中文回答",
+  "from now on answer in English");
 - decision: what was settled ("we decided", "let's go with", "定在", "就用 Postgres 吧");
   a plan is not a decision, so "I'm planning" and "我打算" are facts;
 - project: what the person is building ("I'm building a CLI tool", "我在做一个小程序").
@@ -17,11 +22,16 @@ one only costs recall, and search (over messages) never depends on these memorie
 questions, statements about the other person ("you", 你), conditionals, wishes and
 sentences that lean on what the listener sees are dropped, even when they hold a cue.
 
+People state such things in passing while asking for something else ("Can you help me plan a
+week in Lisbon? I've been vegetarian for about six years now"): the question is dropped, the
+statement kept.
+
 Whose words count: a user's, and an assistant's only when the message names a person speaking
-(`metadata.speaker`: both sides of a conversation between people, as in LoCoMo). An AI
-assistant's words are never memories: "I'll remember that you prefer tabs" restates what
-the user said, which already made its own memory, and its "I'm an AI model" is not about
-the user. Fenced code and quoted lines ("> ...") are pasted material, not the person's words.
+(`metadata.speaker`: both sides of a conversation between people, as in LoCoMo; a speaker
+named for the role, "Assistant" or 助手, is the AI). An AI assistant's words are never
+memories: "I'll remember that you prefer tabs" restates what the user said, which already
+made its own memory, and its "I'm an AI model" is not about the user. Fenced code and quoted
+lines ("> ...") are pasted material, not the person's words.
 
 A memory keeps the speaker's words, one statement a memory, so that a later "I prefer tabs"
 merges into it (dedup compares texts). The context builder shows it without the message it
@@ -61,7 +71,9 @@ class Extracted:
 # <NAME>    a capitalised name ("Dana", "Lee Chen"), matched case-sensitively;
 # <SETTLE>  what a settled choice does ("let's <SETTLE>", "we'll <SETTLE>"): "let's see" or
 #           "let's take a look" steer the conversation, they settle nothing;
-# <DATE>    a day or a date ("Friday", "June 3", "下周五", "6月1号").
+# <DATE>    a day or a date ("Friday", "June 3", "下周五", "6月1号");
+# <TIME>    a time of day ("10 am", "5:30", "noon");
+# <MONEY>   an amount ("$50", "300 dollars", "三百块").
 PLACEHOLDERS = {
     "<I>": r"(i|we|my (\w+ ){1,2}and i|(my|our|the) team)",
     "<NAME>": r"(?-i:[A-Z][a-z]+( [A-Z][a-z]+)?)(?!\w)",
@@ -77,6 +89,10 @@ PLACEHOLDERS = {
     r"|\d{1,2}\s*(月|号|日|点)|[一二三四五六七八九十]{1,3}(月|号|日|点)"
     r"|(周|星期|礼拜)[一二三四五六日天末]|今天|明天|后天|今晚|明晚|下周|下个?月|月底|月初|年底"
     r"|\d{4}\s*年)",
+    "<TIME>": r"((about|around|roughly) )?(\d{1,2}(:\d{2})?\s?(am|pm|a\.m\.|p\.m\.|o'clock)\b"
+    r"|\d{1,2}:\d{2}\b|noon\b|midnight\b|dawn\b)",
+    "<MONEY>": r"([$£€¥]\s?\d|\d[\d,.]*\s?(k|dollars|pounds|euros|bucks|quid|yuan|rmb)\b"
+    r"|[\d零一二两三四五六七八九十百千万]+\s?(块|元|刀|美元|英镑|欧元))",
 }
 
 DECISIONS = (
@@ -113,8 +129,20 @@ PROJECTS = (
 )
 
 PREFERENCES = (
-    r"我们?(很|最|比较|更|也|特别|非常|一直|还是)?(喜欢|爱吃|爱喝|爱用|偏好|偏爱|习惯|讨厌)"
-    r"|我不(太)?(喜欢|吃|喝|用|爱)|我受不了",
+    # likes and dislikes; 怕 only of what one fears for good (怕冷, not 我怕这样会出错)
+    r"我们?(很|最|比较|更|也|特别|非常|一直|还是|真的|实在|超|挺|一向|向来)*(喜欢|爱吃|爱喝|爱用"
+    r"|偏好|偏爱|习惯|讨厌|受不了|反感|怕(冷|热|晒|吵|辣|累|人多|挤|晕车|坐车))"
+    r"|我(不太|不大|真不|实在不|再也不|不)(喜欢|吃|喝|用|爱)|我(不太|不大)想|我(不想再|再也不想)",
+    # diets in passing ("我一点辣都不能吃", "我最近在控制碳水")
+    r"我[^，。,]{0,6}((不能|不敢|没法|不会)(吃|喝)|吃不了|喝不了)"
+    r"|我们?(最近|现在|一直|今年|目前|平时)*(在|正在)?(控制|戒|少吃|不碰|忌)了?(碳水|糖|甜食"
+    r"|咖啡|酒|烟|肉|油|盐|零食|体重|饮食|热量|主食|辣)"
+    r"|我们?(最近|现在|一直|今年|目前)*(在|正在)(减肥|戒烟|戒酒|戒糖)",
+    # times of day ("我早上十点之前基本是废的") and budgets ("把开销控制在三百块以内")
+    r"我们?(每天|平时|一般|通常|基本上?)?(早上|上午|中午|下午|晚上|夜里|半夜|凌晨)"
+    r"[零一二两三四五六七八九十\d:：]+点半?(之前|以前|之后|以后|前|后|就|才|左右|到)"
+    r"|我[^，。,]{0,12}(开销|花销|开支|预算|花费|支出|消费|花钱)[^，。,]{0,8}(控制在|不超过|别超过"
+    r"|限制在|保持在|在)[^，。,]{0,10}(以内|以下|之内|左右)|我的?预算(是|在|大概|只有|不超过)",
     # standing requests: how the person wants to be answered, from now on
     r"请(用|以)(中文|英文|英语|简体|繁体|日语|日文|markdown|表格|列表|要点)"
     r"|(以后|今后|从现在(开始|起))(都|请|就|一律|统一|别|不要)",
@@ -124,11 +152,28 @@ PREFERENCES = (
     r"|我的(编辑器|IDE|系统|电脑|笔记本|手机|终端|技术栈|主力)"
     r"|我们?(每天|每周|每晚|每天早上|每个?月|平时|一般|通常|经常|总是|从不|从来不|很少)"
     r"|我(吃|喝)[^，。,]{1,6}(不|从不|只|总|都)",
-    r"\b<I> (really |also |absolutely |totally |just |still |both |all |much )?"
-    r"(like|love|loved|enjoy|adore|prefer|hate|dislike|can't stand)\b",
+    r"\b<I> (really |also |absolutely |totally |just |still |both |all |much |honestly )?"
+    r"(like|love|loved|enjoy|adore|prefer|hate|dislike|can't stand|can't bear|cannot stand"
+    r"|loathe|detest)\b|\b(i'm|i am) (really |just |honestly )?(not (a (big |huge )?fan of|into"
+    r"|keen on|big on)|(terrified|scared|afraid) of)\b",
     r"\bmy (\w+ )?(kids|children|son|daughter|family|fam|husband|wife|partner|dogs?"
     r"|cats?) (really |also |all )?(loves?|likes?|enjoys?|adores?|hates?)\b",
-    r"\bi don't (like|eat|drink|use)\b|\bi'd (rather|prefer)\b|\bmy favou?rite\b|\bi find \w+ing\b",
+    r"\bi (don't|can't|cannot) (like|eat|drink|use|tolerate|digest)\b"
+    r"|\bi'd (\w+ )?(rather|prefer)\b|\bmy favou?rite\b|\bi find \w+ing\b",
+    # diets in passing ("I'm trying to stay low-carb"), times of day ("I'm useless before
+    # 10 am", "I sleep from about 9 am to 4 pm") and budgets ("keep any extra spending under $50")
+    r"\b<I>('m| am|'re| are) (\w+ )?trying to (stay|eat|go|be|keep) (\w+ )?(low-carb|low carb|keto"
+    r"|vegan|vegetarian|plant-based|sugar-free|gluten-free|dairy-free|sober|dry)\b"
+    r"|\b(i'm|i am) on (a|the) (\w+ )?diet\b",
+    r"\b(i'm|i am) (usually |always |never |often |normally |generally |basically |just |pretty )*"
+    r"(useless|hopeless|dead|a zombie|up|awake|asleep|in bed|at (my )?(best|worst|sharpest)"
+    r"|most productive|productive|at work|free|busy) (before|after|until|from|at|by|around) <TIME>"
+    r"|\bi (usually |always |normally |generally |never )?(sleep|wake up|get up|go to bed|work out"
+    r"|exercise|train|start work|finish work|get home) (\w+ )?(from|at|until|before|after|by"
+    r"|around) <TIME>",
+    r"\bmy (\w+ )?(budget|price range|spending limit) (is|'s)\b|\b<I>('m| am|'re| are)? (\w+ ){0,3}"
+    r"(keep|keeping|stay|staying|spend|spending|budget|limit|cap)( [\w'-]+){0,4} (under|below"
+    r"|within|less than|no more than|at most|to) (a |about |around |roughly )?<MONEY>",
     r"\bplease (always|never)\b|\b(always|never) (answer|reply|respond|write|use|add|put)\b"
     r"|\b(answer|reply|respond|talk|write) (to me )?in (english|chinese|french|german"
     r"|spanish|japanese|markdown|bullet points)\b|\b(from now on|going forward)\b",
@@ -152,36 +197,53 @@ PREFERENCES = (
 FACTS = (
     # names and roles
     r"我叫|叫我.{1,6}(就行|就好|即可)|我姓|我是(一名|一个|一位|个)?[^说不吗觉得想要会在]"
-    r"|我(目前|现在)?在(?!做|写|开发|搞|学|用|想|看|找|考虑|弄|忙|准备|打算)[^，。,]{1,12}"
-    r"(做|当|负责|任职|工作|上班|读书|上学|实习)|我负责|我的工作是|我从事",
+    r"|我(目前|现在)?在(?!做|写|开发|搞|学|用|想|看|找|考虑|弄|忙|准备|打算|提前|努力|尽量|好好"
+    r"|慢慢)[^，。,]{1,12}(做|当|负责|任职|工作|上班|读书|上学|实习)|我负责|我的工作是|我从事",
     r"\bmy name('s| is)\b|^\W*name's\b|\b(i'm|i am) <NAME>(?=\s*([,.!;]|$|and\b|from\b"
     r"|here\b|by\b))|\bcall me <NAME>",
-    r"\b(i'm|i am) an? (?!(bit|little|tad|lot|mess|wreck|fan)\b)|\bi work (at|for|as|in|on)\b"
+    r"\b(i'm|i am) an? (?!(bit|little|tad|lot|mess|wreck|fan)\b)|\bi work (at|for|as|in|on|nights"
+    r"|night shifts|early shifts|late shifts|weekends|from home|remotely|part-time|full-time)\b"
     r"|\b(i'm|i am) the (\w+ ){0,2}(lead|manager|owner|maintainer|founder|cto|ceo|head"
     r"|author|admin|developer|engineer|designer|pm)\b|\bi (lead|manage|run) (a|an|the|our)\b",
     # home, origin, family, health
     r"我住在|我来自|我老家|我的(?![^，。,是叫]{0,8}?(问题|疑问|意思|想法|需求|任务|建议|看法|理解"
-    r"|代码|报错|错误|情况|回答|答案|意见))[^，。,是叫]{0,8}(是|叫)|我(女儿|儿子|孩子|老婆|妻子|丈夫|老公|妈妈|爸爸"
-    r"|父母|哥哥|姐姐|弟弟|妹妹|男朋友|女朋友)(叫|是|在|今年)|我对.{1,10}过敏"
-    r"|我有(一|两|三|[0-9])(个|只|条)|我今年.{1,4}岁",
+    r"|代码|报错|错误|情况|回答|答案|意见))[^，。,是叫]{0,8}(是|叫)"
+    # family, named or not ("我妹妹陈悦过段时间要从哈尔滨来")
+    r"|我的?(女儿|儿子|孩子|老婆|妻子|丈夫|老公|爱人|妈妈|爸爸|父母|哥哥|姐姐|弟弟|妹妹|表哥|表姐"
+    r"|表弟|表妹|堂哥|堂姐|堂弟|堂妹|奶奶|爷爷|外婆|外公|男朋友|女朋友|室友)[\u4e00-\u9fff]{0,3}?"
+    r"(叫|是|在|今年|要从|从|住在|过段时间|下周|下个?月|明年|刚|最近)"
+    r"|我对.{1,10}过敏|我今年.{1,4}岁|我(是)?在[^，。,]{1,8}(长大|出生)"
+    # what they own: 我们家只有一辆车 (not 我有一个问题), 我家的猫年糕
+    r"|我们?家?(只|也|还|就|一共)?有(一|两|三|四|五|[0-9])(个|只|条|辆|台|套|部|间|位|所)"
+    r"(?!小?(问题|疑问|想法|建议|需求|任务|请求|事|bug|报错))"
+    r"|我(家|养)的(猫|狗|猫咪|狗狗|兔子|鹦鹉|仓鼠|乌龟|小猫|小狗)",
     r"\bmy (\w+ )?(timezone|time zone|email|github|handle|username|birthday|role|title|job|team"
     r"|company|employer|pronouns|native language|first language|mother tongue|hometown)"
     r" (is|'s)\b|\b<I> live in\b|\b(i'm|i am) based in\b|\b(i'm|i am) in (?-i:[A-Z])",
     r"\b(i'm|i am) (originally )?from\b|\bi (was born|grew up)\b",
     r"\b(i'm|i am) (married|divorced|single|engaged|pregnant|retired|vegan|vegetarian"
     r"|allergic|left-handed|colorblind|\d{1,2}( years old)?\b)",
+    # diets: "I've been vegetarian for about six years now", 我吃素已经六年了
+    r"\b(i'm|i am|i've been|i have been) (strictly |mostly |fully )?(vegan|vegetarian"
+    r"|pescatarian|gluten-free|lactose intolerant|diabetic|coeliac|celiac|teetotal|kosher"
+    r"|halal)\b|我们?(一直|已经|从小|基本|平时|现在)?(吃素|吃全素|吃斋|是素食)",
     r"\bi (teach|study|research|coach)\b|我们?(正在|在|最近在)学"
     r"|\b(i'm|i am) (still |currently |now )?(volunteering|studying|learning|teaching|training"
     r"|living in|working (as|at|for|in)"
     r"|taking (a|an) (\w+ ){0,2}(class|course|lessons?))\b",
-    r"\b<I>( have|'ve got| have got) (a|an|two|three|four|\d+) (?!(lot|feeling|few|photo"
+    r"\b<I>( only| also| still| just| now)?( have|'ve got| have got| own) (a|an|one|two|three"
+    r"|four|\d+) (?!(lot|feeling|few|photo"
     r"|pic|question|quick|problem|issue|bug))",
     r"\bmy (\w+ )?(kids|children|son|daughter|husband|wife|partner|mom|dad|mother|father"
-    r"|brother|sister|grandma|grandpa|aunt|uncle|dogs?|cats?|puppy)"
-    r" (also |just |recently )?(is (a|an|named|called)|was (a|an|born)|named|called|works"
+    r"|brother|sister|cousin|niece|nephew|grandma|grandpa|aunt|uncle|boyfriend|girlfriend"
+    r"|roommate|flatmate|dogs?|cats?|puppy)( <NAME>)?"
+    r" (also |just |recently )?(is (a|an|named|called|coming|visiting|moving|staying|starting"
+    r"|getting|turning|flying)|was (a|an|born)|named|called|works"
     r"|worked|lives|lived|has|had|got|started|turned|passed|died|moved|graduated|went"
     r"|is allergic"
     r"|took|made)\b",
+    r"\bmy (\w+ )?(dog|cat|puppy|kitten|parrot|rabbit|bunny|hamster|tortoise|turtle|horse"
+    r"|budgie|guinea pig) <NAME>",
     # plans: a fact about the person, not a decision
     r"我们?(在|正在)?(打算|准备(?!好)|计划|预计|安排了)|我们?.{0,4}(下周|下个?月|明天|后天|明年|月底"
     r"|年底|周末)(要|得|去)|(下周|明天|后天|下个?月|明年|周末|月底|年底)[一二三四五六日天]?我们?(要|得)",
@@ -242,7 +304,7 @@ SENTENCE_REJECT = (
     r"\b(this|that|these|those) (\w+ )?(place|spot|quote|one|pic|photo|picture|shot|image"
     r"|thing|things|stuff|event|animals|people)\b",
     r"\bthe \w+( and \w+)? it \w+s\b",  # "I love the freedom it brings": what brings it?
-    r"\bthere\b(?!('s| is| are| was| were))|\b(it|this|that|them|those|these|to|here)\W*$",
+    r"\bthere\b(?!('s| is| are| was| were))|\b(to|here)\W*$",
     r"\b(love|loved|like|enjoy|adore|made|got|took|did|bought|painted|finished|tried|use)"
     r" (it|them)\b",
     r"\b(love|loved|like|enjoy|adore|made|got|took|did|bought|painted|finished|tried|\w+ing)"
@@ -256,15 +318,17 @@ SENTENCE_REJECT = (
 CLAUSE_REJECT = (
     # questions
     r"[?？]|^\W*(what|how|why|where|when|who|which|whose|did|do|does|are|is|was|were|have"
-    r"|has|had|can|could|would|will|should|shall|am|any|anyone|anybody)\b|什么|怎么|怎样|如何"
-    r"|为什么|为啥|哪|谁|多少|多久|几(个|点|号|天|时)|是否|能不能|可不可以|可以吗|有没有|要不要"
+    r"|has|had|can|could|would|will|should|shall|am|any|anyone|anybody)\b|(?<!不算)(?<!没)什么(?![都也])|怎么|怎样|如何"
+    r"|为什么|为啥|哪|谁|多少|多久|(?<![住玩待过前这好])几(个|点|号|天|时)|是否|能不能|可不可以|可以吗|有没有|要不要"
     r"|是不是|行不行|对不对|好不好|[吗呢][。！!～~]*$",
     # wishes, guesses, obligations, the open future; undecided choices
-    r"\b(would|could|can(?!'t)|can't(?! stand)|cannot|might|maybe|perhaps|wish|hope|hoping|someday"
-    r"|probably|should|gonna|wanna|want|wants|wanted|thinking (of|about)|won't|need to"
-    r"|have to|trying to|considering|wondering|not yet|undecided|not sure|unsure)\b"
+    # ("can't stand", "can't eat" and "trying to stay low-carb" state what holds)
+    r"\b(would|could|can(?!'t)|(can't|cannot)(?! (stand|bear|eat|drink|tolerate|digest))"
+    r"|might|maybe|perhaps|wish|hope|hoping|someday|probably|should|gonna|wanna|want|wants"
+    r"|wanted|thinking (of|about)|won't|need to|have to|trying to(?! (stay|eat|go|be|keep)\b)"
+    r"|considering|wondering|not yet|undecided|not sure|unsure)\b"
     r"|\b(haven't|have not|hasn't|didn't|did not) (yet )?(decided?|chosen|choose|picked|pick"
-    r"|settled|made up)\b|\b(i|we)'d\b(?! (rather|prefer))"
+    r"|settled|made up)\b|\b(i|we)'d\b(?! (\w+ )?(rather|prefer))"
     r"|\b(i'll|we'll|i will|we will)\b(?! <SETTLE>\b)"
     r"|\bgoing to\b(?! ((a|an|the|my|our)\b|(?-i:[A-Z])|<SETTLE>\b))"
     r"|也许|可能|大概|希望|我想|想要|我会|会不会|考虑|纠结|犹豫|不知道|不确定|还没|没(有)?决定"
@@ -272,6 +336,10 @@ CLAUSE_REJECT = (
     # "我要" is a request ("我要一个脚本") unless a time makes it a plan ("下周二我要出差")
     r"|^((?!下周|明天|后天|下个?月|明年|周末|月底|年底|今晚|明早).)*我要",
 )
+# A sentence whose first piece ends on a pointer ("I love it", "I painted that") leans on what
+# the listener sees; after a comma the pointer may name what came before it ("I'm allergic to
+# peanuts, so anything food-related needs to work around that").
+_ENDS_ON_A_POINTER = re.compile(r"\b(it|this|that|them|those|these)\W*$", re.IGNORECASE)
 _SENTENCE_REJECT = re.compile("|".join(SENTENCE_REJECT), re.IGNORECASE)
 _CLAUSE_REJECT = re.compile(_filled("|".join(CLAUSE_REJECT)), re.IGNORECASE)
 # Asides, cut out of a sentence before it is judged: a question ("I'm building a CLI in Rust,
@@ -279,7 +347,9 @@ _CLAUSE_REJECT = re.compile(_filled("|".join(CLAUSE_REJECT)), re.IGNORECASE)
 _ASIDE = re.compile(
     r"[?？]|[吗呢][。！!～~]*$|\b((nice|good|great|glad|pleased) to meet you|thanks?( you)?"
     r"( so much| a lot)?( for (your|the) help)?)\W*$|很高兴认识(你|您)|认识(你|您)很高兴"
-    r"|请多(多)?指教|谢谢(你|您)?[。！!～~]*$",
+    r"|请多(多)?指教|谢谢(你|您)?[。！!～~]*$"
+    # an apology for oneself ("Sorry if I'm slow today", 不好意思今天反应有点慢)
+    r"|^\W*(sorry|apologies)\b|^(不好意思|抱歉|对不起)",
     re.IGNORECASE,
 )
 
@@ -290,7 +360,7 @@ _OPENERS = re.compile(
     r"|luckily|thankfully|honestly|anyway|guess|what|last|this|past|next|a|few|couple|of|ago"
     r"|since|finally|just|recently|lately|yesterday|today|tonight|week|weekend|month|year|night"
     r"|morning|afternoon|evening|summer|winter|spring|fall|two|three|days|weeks|months|years"
-    r"|for the record|for context|quick note|update|ok|okay|alright|cool|great"
+    r"|for the record|for context|heads up( that)?|quick note|update|ok|okay|alright|cool|great"
     r"|(mon|tues?|wed(nes)?|thu(rs)?|fri|sat(ur)?|sun)(day)?)\b)*\W*",
     re.IGNORECASE,
 )
@@ -303,7 +373,7 @@ RELATIVE_TIME = re.compile(
     r"|(this|last|next|past) (morning|afternoon|evening|night|week|weekend|month|year|spring"
     r"|summer|fall|autumn|winter|few|quarter|sprint))\b"
     r"|昨天|今天|明天|前天|后天|前几天|最近|刚才|刚刚|刚|上周|上星期|上个月|下周|下个?月|去年|今年|明年"
-    r"|这周|本周|这个月|本月|现在|目前|今晚|明晚|周末|月底|月初|年底|(?<!每)(周|星期|礼拜)[一二三四五六日天]",
+    r"|这周|本周|这个月|本月|现在|目前|今晚|明晚|周末|月底|月初|年底|过段时间|过几天|过阵子|(?<!每)(周|星期|礼拜)[一二三四五六日天]",
     re.IGNORECASE,
 )
 
@@ -423,9 +493,28 @@ def speaker_name(message: MainMessage) -> str | None:
     return None
 
 
+# Speaker names that name the AI's role, not a person: a client or a data set that labels the
+# agent's turns "Assistant" (agent_sessions does, and 助手) still means the AI. Compared
+# without case and spaces ("AI 助手").
+AI_SPEAKERS = frozenset(
+    {
+        "assistant",
+        "ai",
+        "aiassistant",
+        "bot",
+        "chatbot",
+        "助手",
+        "ai助手",
+        "智能助手",
+        "助理",
+        "机器人",
+    }
+)
+
+
 def speaks_for_a_person(message: MainMessage) -> bool:
     """The user always; an assistant only when `metadata.speaker` names a person (LoCoMo:
-    both sides of the conversation are people).
+    both sides of the conversation are people), not the role (AI_SPEAKERS).
 
     Any other assistant is the AI itself, even named (OpenAI's "name" names the bot): what it
     says is not a fact about the user, and what it repeats of the user's words ("I'll
@@ -435,7 +524,10 @@ def speaks_for_a_person(message: MainMessage) -> bool:
         return True
     metadata = message.metadata if isinstance(message.metadata, dict) else {}
     speaker = metadata.get("speaker")
-    return message.role == Role.ASSISTANT and isinstance(speaker, str) and bool(speaker.strip())
+    if message.role != Role.ASSISTANT or not isinstance(speaker, str):
+        return False
+    name = "".join(speaker.split()).casefold()
+    return bool(name) and name not in AI_SPEAKERS
 
 
 def _long_enough(clause: str) -> bool:
@@ -473,8 +565,10 @@ def _leans_elsewhere(texts: list[str]) -> bool:
     """Whether the sentence (its clauses) is not about the speaker as a whole: a condition, the
     listener, something only the listener sees, a pronoun nobody was named for."""
     whole = _normalised(" ".join(texts))
-    return any(_SENTENCE_REJECT.search(_normalised(text)) for text in texts) or (
-        _dangling_pronoun(whole)
+    return (
+        any(_SENTENCE_REJECT.search(_normalised(text)) for text in texts)
+        or bool(texts and _ENDS_ON_A_POINTER.search(_SEPARATOR.split(texts[0])[0]))
+        or _dangling_pronoun(whole)
     )
 
 

@@ -142,6 +142,24 @@ def test_an_unnamed_assistant_is_the_ai_and_its_statements_are_not_memories():
     ]
 
 
+@pytest.mark.parametrize("speaker", ["Assistant", "assistant", "AI", "助手", "AI 助手", "智能助手"])
+def test_an_assistant_named_for_its_role_is_the_ai(speaker):
+    # agent_sessions (and clients) label the agent's turns "Assistant" or 助手: still the AI.
+    replies = [
+        said(
+            "We decided to keep the reply short. I'm an AI, I can't check prices.",
+            role="assistant",
+            speaker=speaker,
+        ),
+        said(
+            "我们决定用 Postgres。改成骑电动车上班是个不错的变化。",
+            role="assistant",
+            speaker=speaker,
+        ),
+    ]
+    assert memories(*replies) == []
+
+
 def test_an_assistant_repeating_the_user_makes_no_second_memory():
     user = said("I prefer tabs over spaces.")
     echo = said("Got it. I'll remember that. I prefer tabs too, honestly.", role="assistant")

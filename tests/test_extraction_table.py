@@ -3,7 +3,8 @@ user turn, with the memories it must give (type and a key part of the text) or n
 
 Short user turns that state facts in passing, mixed with questions, requests, chit-chat and
 what others like, which must give nothing. A row that regresses fails. The sentences of
-issue 31 are here word for word. docs/EVALUATION.md judges a fresh sample not in this table.
+issue 31 are here word for word, and those of issue 33 (agent_sessions' statements made in
+passing while asking for something else). docs/EVALUATION.md judges a fresh sample not in this table.
 """
 
 from __future__ import annotations
@@ -125,6 +126,170 @@ ENGLISH: list[tuple[str, Expected]] = [
     ("I'm a bit confused by the error.", NOTHING),
     ("Okay, I'm back.", NOTHING),
     ("If we have time, let's book the ryokan.", NOTHING),
+    # issue 33: agent_sessions' user turns behind its `fact` and `recommend` questions, word for
+    # word: a standing fact or preference said in passing while asking for something else
+    (
+        "Also, heads up that I'm allergic to peanuts, so anything food-related needs to work "
+        "around that. What's a good way to learn regular expressions?",
+        (("fact", "allergic to peanuts"),),
+    ),
+    (
+        "How do I deal with jet lag after flying to Singapore? My sister Anika is coming to "
+        "stay with us from Vancouver soon, so I'm trying to get organised.",
+        (("fact", "[8 May 2023] My sister Anika is coming to stay with us from Vancouver"),),
+    ),
+    (
+        "How do I remember people's names? Sorry if I'm slow today, my cat Biscuit kept me up "
+        "half the night.",
+        (("fact", "my cat Biscuit"),),
+    ),
+    (
+        "For context, I work as a data engineer at a bank, so my evenings are the only free "
+        "time I get. How do I set up a password manager?",
+        (("fact", "I work as a data engineer at a bank"),),
+    ),
+    (
+        "What's a polite way to push back on a deadline? We only have one car, an old Honda "
+        "Civic, and my partner needs it most days.",
+        (("fact", "We only have one car, an old Honda Civic"),),
+    ),
+    (
+        "I grew up in Winnipeg, so a bit of bad weather doesn't really scare me. Which e-reader "
+        "should I buy?",
+        (("fact", "I grew up in Winnipeg"),),
+    ),
+    (
+        "Can you recommend a study plan for a language exam? Honestly, I can't stand crowded "
+        "tourist spots, they drain me.",
+        (("preference", "I can't stand crowded tourist spots"),),
+    ),
+    (
+        "Can you help me plan a week in Lisbon? I've been vegetarian for about six years now, "
+        "so work barbecues are always fun.",
+        (("fact", "[8 May 2023] I've been vegetarian for about six years"),),
+    ),
+    (
+        "I'm useless before 10 am, my brain just doesn't start. Can you give me a simple "
+        "recipe for shakshuka?",
+        (("preference", "I'm useless before 10 am, my brain just doesn't start."),),
+    ),
+    (
+        "What can I make with canned chickpeas? I'm trying to keep any extra spending under "
+        "$50 this year.",
+        (("preference", "[8 May 2023] I'm trying to keep any extra spending under $50"),),
+    ),
+    (
+        "Can you suggest a cleaning routine for a busy week? Also, heads up that I'm allergic "
+        "to shellfish, so anything food-related needs to work around that.",
+        (("fact", "allergic to shellfish"),),
+    ),
+    (
+        "My brother Jamie is coming to stay with us from Glasgow soon, so I'm trying to get "
+        "organised. How do I run a good retrospective?",
+        (("fact", "My brother Jamie is coming to stay with us from Glasgow"),),
+    ),
+    (
+        "Is it worth upgrading to a bigger monitor? Sorry if I'm slow today, my dog Pepper kept "
+        "me up half the night.",
+        (("fact", "my dog Pepper"),),
+    ),
+    (
+        "For context, I work as a history teacher at a secondary school, so my evenings are the "
+        "only free time I get. What can I make with a bag of spinach?",
+        (("fact", "I work as a history teacher"),),
+    ),
+    (
+        "Can you suggest ways to reduce caffeine? We only have one car, an old Skoda Octavia, "
+        "and my partner needs it most days.",
+        (("fact", "an old Skoda Octavia"),),
+    ),
+    (
+        "I grew up in Aberdeen, so a bit of bad weather doesn't really scare me. Is it bad to "
+        "run on an empty stomach?",
+        (("fact", "I grew up in Aberdeen"),),
+    ),
+    (
+        "How do I stay motivated to stretch every day? I'd rather not drive for more than an "
+        "hour, long drives make me miserable.",
+        (("preference", "I'd rather not drive for more than an hour"),),
+    ),
+    (
+        "What should I eat after a workout? I don't eat pork, which makes British breakfasts a "
+        "bit tricky.",
+        (("preference", "I don't eat pork"),),
+    ),
+    (
+        "I'm up at 5:30 every day anyway, I'm a total morning person. How do I stay consistent "
+        "with reading every day?",
+        (("preference", "I'm up at 5:30 every day"), ("fact", "I'm a total morning person")),
+    ),
+    (
+        "How can I make a home office feel cosier? I'd like to stop buying stuff, I prefer "
+        "giving experiences rather than things.",
+        (("preference", "I prefer giving experiences rather than things"),),
+    ),
+    (
+        "How do I run a one-on-one? Also, heads up that I'm allergic to sesame, so anything "
+        "food-related needs to work around that.",
+        (("fact", "allergic to sesame"),),
+    ),
+    (
+        "How can I manage too many meetings better? My cousin Lucia is coming to stay with us "
+        "from Monterrey soon, so I'm trying to get organised.",
+        (("fact", "My cousin Lucia is coming to stay with us from Monterrey"),),
+    ),
+    (
+        "Sorry if I'm slow today, my parrot Kiwi kept me up half the night. How do I speed up "
+        "my old laptop?",
+        (("fact", "my parrot Kiwi"),),
+    ),
+    (
+        "How do I organise a tiny kitchen? For context, I work as an ICU nurse at a children's "
+        "hospital, so my evenings are the only free time I get.",
+        (("fact", "I work as an ICU nurse"),),
+    ),
+    (
+        "Any tips for finding cheap flights to Tokyo? We only have one car, an old Toyota RAV4, "
+        "and my partner needs it most days.",
+        (("fact", "an old Toyota RAV4"),),
+    ),
+    (
+        "How do I stay consistent with practising an instrument? I grew up in El Paso, so a bit "
+        "of bad weather doesn't really scare me.",
+        (("fact", "I grew up in El Paso"),),
+    ),
+    (
+        "I really hate the cold, anything under ten degrees and I'm miserable. Can you suggest "
+        "a cleaning routine for two people sharing?",
+        (("preference", "I really hate the cold"),),
+    ),
+    (
+        "I'm trying to stay low-carb these days, so no pasta for me. How do I get rid of "
+        "limescale on the taps?",
+        (("preference", "[8 May 2023] I'm trying to stay low-carb"),),
+    ),
+    (
+        "Since I work nights, I sleep from about 9 am to 4 pm. What should I eat on rest days?",
+        (("fact", "I work nights"), ("preference", "I sleep from about 9 am to 4 pm")),
+    ),
+    (
+        "What's a good way to learn TypeScript? I love handmade things, I'd always rather make "
+        "something than buy it.",
+        (("preference", "I love handmade things"), ("preference", "rather make something")),
+    ),
+    # ... and what must stay nothing: recommendation requests, questions, suppositions
+    ("Can you recommend somewhere for a weekend away?", NOTHING),
+    ("What should I cook for a dinner party this weekend?", NOTHING),
+    ("What time of day should I schedule my workouts?", NOTHING),
+    ("If I were vegetarian, what would I eat?", NOTHING),
+    ("Find me a birthday gift under $50.", NOTHING),
+    ("I'm trying to fix the login bug.", NOTHING),
+    ("Should I work out before 10 am?", NOTHING),
+    ("I wish I could sleep until noon.", NOTHING),
+    ("Maybe I'll go vegetarian next year.", NOTHING),
+    ("Write a short poem about my cat Biscuit.", NOTHING),
+    ("I'd hate to miss the train.", NOTHING),
+    ("Sorry about that.", NOTHING),
 ]
 
 CHINESE: list[tuple[str, Expected]] = [
@@ -215,6 +380,143 @@ CHINESE: list[tuple[str, Expected]] = [
     ("今天天气不错。", NOTHING),
     ("我试试你的方法。", NOTHING),
     ("如果下雨，我们就改到周日。", NOTHING),
+    # issue 33: agent_sessions' user turns behind its `fact` and `recommend` questions, word for
+    # word: a standing fact or preference said in passing while asking for something else
+    (
+        "怎么让客厅更温馨？对了，我对花生过敏，跟吃有关的建议都要避开这个。",
+        (("fact", "我对花生过敏"),),
+    ),
+    (
+        "我妹妹陈悦过段时间要从哈尔滨来我这儿住几天，所以我在提前做准备。用 Python 怎么解析日期？",
+        (("fact", "[8 May 2023] 我妹妹陈悦过段时间要从哈尔滨来"),),
+    ),
+    (
+        "不好意思今天反应有点慢，我家的猫年糕折腾了我大半夜。带老人出游值得买旅游保险吗？",
+        (("fact", "我家的猫年糕"),),
+    ),
+    (
+        "和家人共享文件最安全的做法是什么？说一下背景，我是一家互联网公司的 UI 设计师，"
+        "平时只有晚上才有空。",
+        (("fact", "我是一家互联网公司的 UI 设计师"),),
+    ),
+    (
+        "我们家只有一辆车，一辆开了很多年的大众朗逸，平时基本是我爱人在开。怎么坚持写日记？",
+        (("fact", "我们家只有一辆车，一辆开了很多年的大众朗逸"),),
+    ),
+    (
+        "怎么用上密码管理器？我是在青岛长大的，所以这点坏天气对我来说不算什么。",
+        (("fact", "我是在青岛长大的"),),
+    ),
+    (
+        "上下楼梯膝盖疼正常吗？说实话，我特别受不了人挤人的景点，去一次累一次。",
+        (("preference", "我特别受不了人挤人的景点"),),
+    ),
+    (
+        "用公共 Wi-Fi最安全的做法是什么？我吃素已经六年了，公司聚餐的时候总是很尴尬。",
+        (("fact", "我吃素已经六年了"),),
+    ),
+    (
+        "我早上十点之前基本是废的，脑子根本转不起来。能给我一个简单的蛋炒饭做法吗？",
+        (("preference", "我早上十点之前基本是废的"),),
+    ),
+    (
+        "我今年想把额外的开销控制在三百块以内。我该买哪款降噪耳机？",
+        (("preference", "[8 May 2023] 我今年想把额外的开销控制在三百块以内"),),
+    ),
+    (
+        "怎么收纳阳台杂物？对了，我对虾蟹过敏，跟吃有关的建议都要避开这个。",
+        (("fact", "我对虾蟹过敏"),),
+    ),
+    (
+        "怎么组织项目启动会？我表哥张磊过段时间要从乌鲁木齐来我这儿住几天，所以我在提前做准备。",
+        (("fact", "我表哥张磊过段时间要从乌鲁木齐来"),),
+    ),
+    (
+        "不好意思今天反应有点慢，我家的狗旺财折腾了我大半夜。去敦煌玩需要提前预约哪些地方？",
+        (("fact", "我家的狗旺财"),),
+    ),
+    (
+        "怎么让租来的房子更温馨？说一下背景，我是一家游戏公司的后端工程师，平时只有晚上才有空。",
+        (("fact", "我是一家游戏公司的后端工程师"),),
+    ),
+    (
+        "一天练两次对身体不好吗？我们家只有一辆车，一辆开了很多年的比亚迪秦，平时基本是我爱人在开。",
+        (("fact", "我们家只有一辆车，一辆开了很多年的比亚迪秦"),),
+    ),
+    (
+        "我是在兰州长大的，所以这点坏天气对我来说不算什么。用 Python 怎么写一个命令行工具？",
+        (("fact", "我是在兰州长大的"),),
+    ),
+    (
+        "我不太想开一个小时以上的车，长途开车太折磨人了。我的测试套件为什么这么慢？",
+        (("preference", "我不太想开一个小时以上的车"),),
+    ),
+    (
+        "能帮我解决笔记本过热的问题吗？我一点辣都不能吃，川菜馆基本与我无缘。",
+        (("preference", "我一点辣都不能吃"),),
+    ),
+    (
+        "反正我每天五点半就醒，是个彻底的早起型。有什么办法能减少工作压力？",
+        (("preference", "我每天五点半就醒"),),
+    ),
+    (
+        "去爬山要带些什么？我不想再买一堆东西了，更喜欢送体验而不是送物品。",
+        (("preference", "更喜欢送体验而不是送物品"),),
+    ),
+    (
+        "对了，我对芒果过敏，跟吃有关的建议都要避开这个。怎么更好地应对太多的会议？",
+        (("fact", "我对芒果过敏"),),
+    ),
+    (
+        "我姐姐林晓晴过段时间要从大连来我这儿住几天，所以我在提前做准备。怎么组织项目启动会？",
+        (("fact", "我姐姐林晓晴过段时间要从大连来"),),
+    ),
+    (
+        "不好意思今天反应有点慢，我家的兔子雪球折腾了我大半夜。我的Docker 构建为什么这么慢？",
+        (("fact", "我家的兔子雪球"),),
+    ),
+    (
+        "说一下背景，我是北师大心理学专业的研究生，平时只有晚上才有空。新鲜香菜怎么保存比较好？",
+        (("fact", "我是北师大心理学专业的研究生"),),
+    ),
+    (
+        "我们家只有一辆车，一辆开了很多年的本田飞度，平时基本是我爱人在开。"
+        "怎么提前准备一周的午饭便当？",
+        (("fact", "我们家只有一辆车，一辆开了很多年的本田飞度"),),
+    ),
+    (
+        "我是在桂林长大的，所以这点坏天气对我来说不算什么。怎么才能买到去曼谷的便宜机票？",
+        (("fact", "我是在桂林长大的"),),
+    ),
+    (
+        "我真的很怕冷，气温一低于十度我就浑身难受。午饭后总是很困正常吗？",
+        (("preference", "我真的很怕冷"),),
+    ),
+    (
+        "买一台更大的显示器值得吗？我最近在控制碳水，米饭面条都尽量不吃。",
+        (("preference", "[8 May 2023] 我最近在控制碳水"),),
+    ),
+    (
+        "我是个彻底的夜猫子，晚上十点以后精神最好，早上根本起不来。家里还有剩米饭，能做点什么？",
+        (("fact", "我是个彻底的夜猫子"),),
+    ),
+    (
+        "我的测试套件为什么这么慢？我很喜欢手工的东西，能自己做的绝不去买。",
+        (("preference", "我很喜欢手工的东西"),),
+    ),
+    # ... and what must stay nothing: recommendation requests, questions, suppositions
+    ("周末想出去放松一下，你能推荐个地方吗？", NOTHING),
+    ("这周末家里请客，我该做什么菜？", NOTHING),
+    ("我一天中什么时候锻炼比较好？", NOTHING),
+    ("如果我吃素，应该怎么补充蛋白质？", NOTHING),
+    ("帮我找一个三百块以内的礼物。", NOTHING),
+    ("我想把预算控制在三百块以内，有什么推荐吗？", NOTHING),
+    ("假如我不能吃辣，川菜怎么点？", NOTHING),
+    ("要是我养一只猫，需要准备什么？", NOTHING),
+    ("我怕这样会出错。", NOTHING),
+    ("我有一个问题。", NOTHING),
+    ("我早上十点有个会。", NOTHING),
+    ("我朋友不吃辣。", NOTHING),
 ]
 
 
