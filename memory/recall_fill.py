@@ -2,10 +2,11 @@
 its allowance (memory.context's `_recall` searches and judges the hits; memory.recall_render
 says how each reads).
 
-What the person said comes first: hits in rank order, each with the reply after it; a long
-reply (a hit, or the reply after one: `recall_render.is_support`) waits until every other
-hit was tried, unless the query asks what the agent said; then the turns around the best
-hits; then, with room left and nothing waiting, the trimmed replies at more length.
+What the person said comes first: hits in rank order, the best with the reply after it;
+then the replies after the other hits; a long reply (a hit, or the reply after one:
+`recall_render.is_support`) waits until every other hit and reply was tried, unless the
+query asks what the agent said; then the turns around the best hits; then, with room left
+and nothing waiting, the trimmed replies at more length.
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ from memory.relevance import Verdict
 from memory.search import SearchHit
 
 RECALL_MIN_ROOM = 20
+# The hits whose reply is taken with them; the other hits' replies come once every hit was
+# tried. A small budget then holds more hits: LoCoMo at window 2048, evidence 0.807 with
+# every hit's reply, 0.823 with the best hit's, 0.820 with none, 0.821 with three
+# (docs/EVALUATION.md, "Hits before their replies").
+REPLIES_WITH_HIT = 1
 # Recall hits whose neighbours are read together, as the filling reaches them: a context
 # takes a fraction of its hits, and reading the turns around all of them cost more than the
 # rest of the filling (docs/BENCHMARKS.md, "Recall reads its hits' neighbours as it reaches
@@ -85,15 +91,18 @@ class RecallFiller:
     def fill(self, allowance: int) -> tuple[list[RecalledItem], list[LeftOut]]:
         left_out: list[LeftOut] = []
         waiting: list[int] = []  # the hits whose long reply waits (the hit or the one after)
+        later: list[int] = []  # the hits whose short reply comes after every hit
         for number, hit in enumerate(self.hits):
             if hit.message.pk in self.items:  # chosen already, as a hit or a neighbour
                 continue
             if self.replies_last and is_support(hit.message):
                 waiting.append(number)
             else:
-                self._add_hit(number, allowance, left_out, waiting)
+                self._add_hit(number, allowance, left_out, waiting, later)
+        for number in later:
+            self._add_neighbour(self._around(number).after, self.hits[number].message.pk, allowance)
         for number in waiting:
-            self._add_hit(number, allowance, left_out, None)
+            self._add_hit(number, allowance, left_out, None, None)
         if self._room(allowance):
             self._widen(allowance)
         if self._room(allowance) and all(left.id in self.skip for left in left_out):
@@ -113,10 +122,16 @@ class RecallFiller:
                 self.items[chosen.message.pk] = replace(chosen, line=line)
 
     def _add_hit(
-        self, number: int, allowance: int, left_out: list[LeftOut], waiting: list[int] | None
+        self,
+        number: int,
+        allowance: int,
+        left_out: list[LeftOut],
+        waiting: list[int] | None,
+        later: list[int] | None,
     ) -> None:
-        """Hit `number` and the reply after it; the reply joins `waiting` when it is long
-        (None: no more waiting)."""
+        """Hit `number` and the reply after it; the reply joins `waiting` when it is long,
+        `later` when the hit is not among the best REPLIES_WITH_HIT (None: no more
+        waiting)."""
         hit = self.hits[number]
         message = hit.message
         if message.pk in self.skip:
@@ -131,6 +146,8 @@ class RecallFiller:
         reply = self.rows.get(after) if after is not None else None
         if waiting is not None and self.replies_last and reply is not None and is_support(reply):
             waiting.append(number)
+        elif later is not None and number >= REPLIES_WITH_HIT:
+            later.append(number)
         else:
             self._add_neighbour(after, message.pk, allowance)
 

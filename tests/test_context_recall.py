@@ -14,6 +14,7 @@ from memory import vectors
 from memory.context import context_build
 from memory.memories import memory_create
 from memory.models import LongTermMemory
+from memory.search import SearchQuery, search
 from memory.summaries import summarize_turns
 from memory.tokens import CUT_MARK, CUT_MARK_CHINESE, TRUNCATION_MARK, estimate_tokens
 from tests.factories import add_message
@@ -548,6 +549,53 @@ def left_out(context, layer: str) -> dict[int, str]:
     return {o.id: o.reason for o in context.layers[layer].left_out}
 
 
+@pytest.mark.parametrize(
+    ("said", "places", "reply", "thanks", "query"),
+    [
+        (
+            "I took the kayak out on {} today.",
+            ["the lake", "the river", "the bay", "the canal", "the reservoir"],
+            "Sounds peaceful! How long did you stay out on the water, and did you see birds?",
+            "Thanks!",
+            "kayak",
+        ),
+        (
+            "我今天去{}划皮划艇了。",
+            ["湖上", "河上", "海湾", "运河", "水库"],
+            "听起来很放松！你在水上待了多久？有没有看到水鸟？",
+            "谢谢！",
+            "皮划艇",
+        ),
+    ],
+)
+def test_a_small_budget_takes_the_other_hits_before_their_replies(
+    said, places, reply, thanks, query
+):
+    # Each reply is longer than any hit, so that one fits only where a hit would; a thank-you
+    # ends each session, so that the turns widening adds around a hit are never replies.
+    turns = [
+        chat(f"day-{n}", [said.format(place), reply, thanks], start=DAY_ONE + timedelta(days=n))
+        for n, place in enumerate(places)
+    ]
+    replies = {hit.pk: answer.pk for hit, answer, _ in turns}
+    say(query, session_id="new")
+    best = search(agent_id="a1", query=SearchQuery(query, k=20)).hits[0].message
+
+    seen = set()
+    for window in range(200, 1200, 8):
+        context = context_build(agent_id="a1", session_id="new", query=query, model_window=window)
+        recall = context.layers["recall"]
+        recalled = {item.id for item in recall.items}
+        hits = [item for item in recall.items if item.id in replies]
+        taken = {replies[item.id] for item in hits} & recalled
+        if any(left.reason == "over budget" for left in recall.left_out):
+            # A hit waits for room: no reply but the best hit's is in.
+            assert taken <= {replies[best.pk]}, window
+        seen.add((len(hits), len(taken)))
+    # Windows with room for more hits and only the best's reply, and for every hit and reply.
+    assert {(3, 1), (5, 5)} <= seen, seen
+
+
 def test_matches_below_the_chosen_are_left_out_with_their_rank_and_score():
     def tea(text: str, **fields):
         return memory_create(agent_id="a1", content=text, memory_type="fact", actor="api", **fields)
@@ -591,7 +639,7 @@ def test_recall_reads_the_turns_around_only_the_hits_it_reaches(monkeypatch):
         return real(ids, **kwargs)
 
     monkeypatch.setattr(index, "messages_around", messages_around)
-    context = context_build(agent_id="a1", session_id="new", query="green tea", model_window=1024)
+    context = context_build(agent_id="a1", session_id="new", query="green tea", model_window=768)
 
     recall = context.layers["recall"]
     hits = [item for item in recall.items if item.method != "neighbour"]
