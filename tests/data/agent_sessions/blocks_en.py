@@ -44,6 +44,17 @@ FOLLOW_UPS = [
     "Regarding {subject}, which of your points matters most if I can only do one?",
 ]
 
+# Requests about a question's subject ({theme}, as the user says it): a user comes back to
+# the things in their life, so a question's words come up in many turns.
+THEME_REQUESTS = [
+    "Any tips for {theme}?",
+    "What should I keep in mind about {theme}?",
+    "Can you give me a short checklist for {theme}?",
+    "What's a sensible first step with {theme} this week?",
+    "I keep putting off {theme}. How do I get started?",
+    "What do people usually get wrong about {theme}?",
+]
+
 FOLLOW_UP_OPENERS = [
     "Good follow-up on {subject}.",
     "Sure, here is a bit more on {subject}.",
@@ -643,6 +654,7 @@ FACTS = [
     {
         "clause": "Also, heads up that I'm allergic to {v}, so anything food-related needs to work around that.",
         "question": "What am I allergic to?",
+        "theme": ["cooking", "eating out with a food allergy", "any"],
         "around": [
             "My colleague is allergic to gluten, which makes office birthday cakes a puzzle.",
             "Can food allergies go away with age? I've always wondered.",
@@ -656,6 +668,7 @@ FACTS = [
     {
         "clause": "My {rel} {name} is coming to stay with us from {city} soon, so I'm trying to get organised.",
         "question": "Where is my {rel} {name} coming from?",
+        "theme": ["home", "having my {rel} {name} to stay", "any"],
         "around": [
             "My {rel} {name} called last night and we talked for two hours.",
             "I still owe my {rel} {name} a birthday present, which is embarrassing.",
@@ -673,6 +686,7 @@ FACTS = [
     {
         "clause": "Sorry if I'm slow today, my {pet} {name} kept me up half the night.",
         "question": "What's the name of my {pet}?",
+        "theme": ["home", "looking after my {pet}", "any"],
         "around": [
             "Is it true that lilies are dangerous for pets? We have a {pet} at home.",
             "My neighbour's {pet}, Mochi, is so much calmer than ours.",
@@ -689,6 +703,7 @@ FACTS = [
     {
         "clause": "For context, I work as {job}, so my evenings are the only free time I get.",
         "question": "What do I do for a living?",
+        "theme": ["work", "keeping my job from taking over my evenings", "any"],
         "around": [
             "Work has been hectic this month, lots of late evenings.",
             "My best friend just started a new job as a pharmacist, I'm so proud of her.",
@@ -705,6 +720,7 @@ FACTS = [
     {
         "clause": "We only have one car, an old {car}, and my partner needs it most days.",
         "question": "What car do we have?",
+        "theme": ["money", "the running costs of our car", "any"],
         "around": [
             "My neighbour just bought a Tesla Model 3 and won't stop talking about it.",
             "Our car is due for a service soon, and I never remember what it needs.",
@@ -717,6 +733,7 @@ FACTS = [
     {
         "clause": "I grew up in {town}, so a bit of bad weather doesn't really scare me.",
         "question": "Where did I grow up?",
+        "theme": ["travel", "a trip back to where I grew up", "any"],
         "around": [
             "My partner grew up in Brighton, so the sea is a big deal for us.",
             "I might go back to my hometown for a school reunion this year.",
@@ -733,6 +750,7 @@ CHANGED = [
         "old": "My manager {old} wants a status update from me every Friday, which eats my afternoon.",
         "new": "Big change at work: {new} is my manager now, since {old} moved to another team.",
         "question": "Who is my manager now?",
+        "theme": ["work", "one-on-ones with my manager", "any"],
         "around": [
             "My manager asked everyone to write down their goals for the quarter.",
             "A friend of mine has a manager who emails at midnight, I'd go mad.",
@@ -751,6 +769,7 @@ CHANGED = [
         "old": "I'm at {old} kg right now and would like to get a bit lower by summer.",
         "new": "Weighed myself this week and I'm down to {new} kg, which feels great.",
         "question": "How much do I weigh now?",
+        "theme": ["health", "losing weight", "any"],
         "around": [
             "My partner wants to lose a few kilos before a wedding we're going to.",
             "The scale at the gym never agrees with the one at home, which is annoying.",
@@ -769,6 +788,7 @@ CHANGED = [
         "old": "Our big summer trip this year is going to be {old} in August.",
         "new": "Change of plans for the summer: we're doing {new} instead of {old} now.",
         "question": "Where are we going on our summer trip?",
+        "theme": ["travel", "our summer trip", "any"],
         "around": [
             "My colleague just got back from Greece and now I want a summer trip like hers.",
             "We still need to sort out time off work for the summer trip.",
@@ -787,6 +807,7 @@ CHANGED = [
         "old": "I take the {old} to work, about forty minutes each way.",
         "new": "I've switched my commute and now go by {new}, which is honestly nicer.",
         "question": "How do I get to work these days?",
+        "theme": ["work", "my commute", "any"],
         "around": [
             "My commute was a nightmare this morning, everything was delayed.",
             "A friend of mine drives to work and pays a fortune for parking.",
@@ -811,6 +832,7 @@ ASSISTANT_SAID = [
         "subject": "a warm-up for your {activity}",
         "said": "My suggestion is a warm-up of {mins} minutes: {steps}. Do it every time, even when you're short on time, and shorten the main session instead.",
         "question": "What warm-up did you suggest before my {activity}?",
+        "theme": ["fitness", "my {activity}", "any"],
         "alike": [
             ["What should I eat before my {activity}?", "eating before your {activity}"],
             [
@@ -859,6 +881,7 @@ ASSISTANT_SAID = [
         "subject": "roasting {dish}",
         "said": "For {dish}, I'd roast at {temp} for {time}, then let it rest for ten minutes under foil before cutting.",
         "question": "What temperature and time did you tell me for roasting {dish}?",
+        "theme": ["cooking", "cooking {dish} for guests", "any"],
         "alike": [
             ["What should I season {dish} with?", "seasoning {dish}"],
             ["What sides go well with {dish}?", "sides for {dish}"],
@@ -881,6 +904,7 @@ ASSISTANT_SAID = [
         "subject": "how to split {amount}",
         "said": "With {amount}, I'd suggest a {split} split: {parts}. That keeps you safe while the rest works for you.",
         "question": "How did you suggest I split the {amount}?",
+        "theme": ["money", "putting the {amount} to good use", "any"],
         "alike": [
             [
                 "Should I keep the {amount} in a savings account or invest it?",
@@ -929,6 +953,7 @@ ASSISTANT_SAID = [
         "subject": "picking a {thing}",
         "said": "If I had to pick one {thing} for you, it would be {pick}, mainly because {why}.",
         "question": "Which {thing} did you recommend to me?",
+        "theme": ["tech", "choosing a {thing}", "any"],
         "alike": [
             ["What should I look for in a {thing}?", "what to look for in a {thing}"],
             ["Is a free {thing} good enough, or should I pay?", "whether a free {thing} is enough"],
@@ -975,6 +1000,7 @@ DATED = [
     {
         "clause": "Sat the {short} {when} and walked out with a headache, so my brain is a bit fried.",
         "question": "On what day did I have my {exam}?",
+        "theme": ["learning", "studying for my {exam}", "before"],
         "before": [
             "I finally booked a date for my {exam}, so there's no excuse now.",
             "A colleague failed her {exam} twice, which isn't helping my nerves.",
@@ -995,6 +1021,7 @@ DATED = [
     {
         "clause": "Our names are finally on the rental contract for the new {home}, as of {when}!",
         "question": "On what day did we sign the lease on the new {home}?",
+        "theme": ["home", "renting a new {home}", "before"],
         "before": [
             "We've been viewing places for weeks and I think we've found our new {home}.",
             "What should I check in a lease before we sign for the new {home}?",
@@ -1016,6 +1043,7 @@ BETWEEN = [
         "first": "I started an online {course} course {when}, wish me luck.",
         "second": "I finished the last module of my {course} course {when}!",
         "question": "How many days did it take me to finish my {course} course?",
+        "theme": ["learning", "my {course} course", "between"],
         "before": ["I'm thinking of signing up for an online {course} course, any advice?"],
         "between": [
             "I'm halfway through my {course} course and the assignments are getting harder.",
@@ -1036,6 +1064,7 @@ BETWEEN = [
         "first": "I sprained my ankle {when} playing {sport}, so I'm hobbling around.",
         "second": "I played {sport} again {when} for the first time since the sprain.",
         "question": "How many days after spraining my ankle did I play {sport} again?",
+        "theme": ["fitness", "getting back into {sport}", "between"],
         "before": ["I play {sport} with friends most weeks, it's the highlight of my week."],
         "between": [
             "My ankle is still swollen, so no {sport} for me for a while.",
@@ -1062,6 +1091,7 @@ COUNTED = [
             "Quick update: I {did} {when}, my forearms are still burning.",
         ],
         "question": "How many times did I {go} in {month}?",
+        "theme": ["fitness", "climbing as a hobby", "any"],
         "around": [
             "I'd like to {go} more often, but the wall is always packed at weekends.",
             "Do I need new shoes to {go}? Mine are falling apart.",
@@ -1106,6 +1136,7 @@ COUNTED = [
             "Full honesty: I {did} {when} again.",
         ],
         "question": "How many times did I {go} in {month}?",
+        "theme": ["money", "spending less on takeaways", "any"],
         "around": [
             "I want to {go} less often, it's getting expensive.",
             "Is it really cheaper to cook than to {go}? Be honest.",
@@ -1138,6 +1169,7 @@ LISTED = [
     {
         "mention": "I just finished reading {item}, by the way.",
         "question": "Which books have I finished reading so far?",
+        "theme": ["learning", "reading more books", "any"],
         "around": [
             "I started {other} but gave up after fifty pages.",
             "A friend lent me {other}, it's next on my list.",
@@ -1161,6 +1193,7 @@ LISTED = [
     {
         "mention": "We tried a new place called {item} for dinner this week, pretty good actually.",
         "question": "Which new restaurants have we tried this year?",
+        "theme": ["cooking", "finding good restaurants nearby", "any"],
         "around": [
             "We walked past {other} on Saturday, it looked busy, maybe next time.",
             "A friend keeps telling us to try {other}, we still haven't been.",
@@ -1187,6 +1220,7 @@ LISTED = [
 PREFERENCES = [
     {
         "question": "Can you recommend somewhere for a weekend away?",
+        "theme": ["travel", "planning a weekend away", "any"],
         "around": [
             "We haven't had a proper weekend away since last year.",
             "My friends spent a weekend in the Cotswolds and won't stop posting photos.",
@@ -1211,6 +1245,7 @@ PREFERENCES = [
     },
     {
         "question": "What should I cook for a dinner party this weekend?",
+        "theme": ["cooking", "hosting a dinner party", "any"],
         "around": [
             "I went to a dinner party last week and the host made everything from scratch.",
             "We're hosting friends for dinner sometime soon and I'm already nervous.",
@@ -1235,6 +1270,7 @@ PREFERENCES = [
     },
     {
         "question": "What time of day should I schedule my workouts?",
+        "theme": ["fitness", "fitting workouts into my week", "any"],
         "around": [
             "My workouts have been a bit random lately, no real schedule.",
             "My gym is open 24 hours, which is great and dangerous.",
@@ -1259,6 +1295,7 @@ PREFERENCES = [
     },
     {
         "question": "Can you recommend a birthday gift for my best friend?",
+        "theme": ["money", "a birthday gift for my best friend", "any"],
         "around": [
             "Last year I gave my best friend a scarf and she never wore it.",
             "My best friend always gives amazing gifts, so I feel the pressure.",

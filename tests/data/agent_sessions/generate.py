@@ -28,7 +28,8 @@ TURNS = (5, 11)  # user turns per session (each answered by the assistant), fewe
 MESSAGES = 900  # at least, per conversation
 REPLY_WORDS = (150, 600)  # Chinese: characters / 2 (README)
 REPLY_TARGET = (190, 500)  # the words a reply is composed up to, before its last block
-MOST_SAID_PER_SESSION = 3  # user turns of one session that carry something said in passing
+MOST_SAID_PER_SESSION = 4  # user turns of one session that carry something said in passing
+THEMED_REQUESTS = 3  # requests about each question's subject, per user
 FOLLOW_UP_SHARE = 0.55  # of the later turns of a session: a follow-up on its last request
 SESSION_TIMES = ["7:15 pm", "8:30 pm", "9:05 pm", "12:40 pm", "6:50 pm", "10:20 am", "9:45 pm"]
 CN_DIGITS = "〇一二三四五六七八九十"
@@ -116,7 +117,9 @@ class Said:
     clause: str = ""
     offset: int = 0  # days before the session the event happened
     request_first: bool | None = None  # None: either order
-    assistant: dict[str, str] | None = None  # topic, request, subject and maybe `said`
+    # topic, request, subject and maybe `said` (what the reply must say) or `own` (the
+    # subject as the user says it, for follow-ups)
+    assistant: dict[str, str] | None = None
     echo: str = ""  # what the reply to this turn says about it, in other words
 
 
@@ -346,6 +349,42 @@ def plan_aggregation(lang: Language, rng: random.Random, plan: Plan, persona: in
         plan.questions.append(Question("aggregation", frame["question"], lang.listing(items), keys))
 
 
+# The question frames of a blocks module and the prefix of their keys in a Plan.
+FRAMES = (
+    ("FACTS", "fact"),
+    ("CHANGED", "changed"),
+    ("ASSISTANT_SAID", "said"),
+    ("DATED", "dated"),
+    ("BETWEEN", "between"),
+    ("COUNTED", "counted"),
+    ("LISTED", "listed"),
+    ("PREFERENCES", "pref"),
+)
+
+
+def plan_themes(lang: Language, rng: random.Random, plan: Plan, persona: int) -> None:
+    """Requests about each question's subject ("Any tips for studying for my AWS
+    certification exam?"): people come back to the things in their lives, so a question's
+    words come up in many turns besides its evidence. An exam is studied for before it, a
+    course talked about while it runs."""
+    session_of = {s.key: s.session for s in plan.said}
+    for name, prefix in FRAMES:
+        for i, frame in enumerate(getattr(lang.blocks, name)):
+            topic, phrase, where = frame["theme"]
+            own = fill(phrase, frame["values"][persona])
+            first = session_of.get(f"{prefix}-{i}-first", 0)
+            sessions = {
+                "any": range(SESSIONS),
+                "before": range(session_of.get(f"{prefix}-{i}", SESSIONS)),
+                "between": range(first + 1, session_of.get(f"{prefix}-{i}-second", SESSIONS)),
+            }[where]
+            for n, template in enumerate(rng.sample(lang.blocks.THEME_REQUESTS, THEMED_REQUESTS)):
+                theme = {"topic": topic, "request": template.format(theme=own)}
+                theme |= {"subject": lang.addressed(own), "own": own}
+                key = f"{prefix}-{i}-theme-{n}"
+                plan.said.append(Said(key, plan.pick(rng, sessions), assistant=theme))
+
+
 def compose_reply(
     lang: Language,
     rng: random.Random,
@@ -485,6 +524,10 @@ def session_turns(
     for slot in range(size):
         if slot in items:
             made.append(user_turn(lang, rng, items[slot], requests))
+            theme = items[slot].assistant
+            if theme is not None and "own" in theme:  # a request about a question's subject
+                last = Request(theme["topic"], theme["request"], theme["subject"], theme["own"])
+                follow_ups = rng.sample(b.FOLLOW_UPS, len(b.FOLLOW_UPS))
         elif last is not None and follow_ups and rng.random() < FOLLOW_UP_SHARE:
             text = follow_ups.pop().format(subject=last.own_subject)
             made.append(Turn(last.topic, text, last.subject, follow_up=True))
@@ -503,7 +546,7 @@ def conversation(
     conversation_id, speaker, start = persona
     plan = Plan(session_dates(rng, start), [rng.randint(*TURNS) for _ in range(SESSIONS)])
     assert 2 * sum(plan.sizes) >= MESSAGES, (conversation_id, sum(plan.sizes))
-    for step in (plan_changed, plan_between, plan_aggregation, plan_simple):
+    for step in (plan_changed, plan_between, plan_aggregation, plan_simple, plan_themes):
         step(lang, rng, plan, index)
     carried = sum(s.assistant is None for s in plan.said)
     requests = Requests.shuffled(lang, rng, carried)
