@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from bench.evaluation import session_time
+from memory.tokens import estimate_tokens
 from tests.helpers import ROOT
 
 DATA = ROOT / "tests" / "data"
@@ -223,17 +224,20 @@ def test_it_generates_the_committed_agent_sessions_files(monkeypatch):
     assert made_questions == queries("agent_sessions")
 
 
-def test_it_gives_six_users_300_messages_over_months_in_two_languages():
+def test_it_gives_six_users_900_messages_and_250k_tokens_over_months_in_two_languages():
     user = users("agent_sessions")
     messages = Counter(t["conversation_id"] for t in turns("agent_sessions"))
+    tokens: Counter[str] = Counter()
     months: dict[str, set[int]] = {c: set() for c in user}
     for turn in turns("agent_sessions"):
+        tokens[turn["conversation_id"]] += estimate_tokens(turn["text"])
         months[turn["conversation_id"]].add(session_time(turn["session_datetime"]).month)
 
     assert len(user) >= 6
     assert sum(chinese(c) for c in user) >= 3 and sum(not chinese(c) for c in user) >= 3
-    assert all(count >= 300 for count in messages.values()), messages
-    assert all(len(spread) >= 4 for spread in months.values()), months
+    assert all(count >= 900 for count in messages.values()), messages
+    assert all(count >= 250_000 for count in tokens.values()), tokens
+    assert all(len(spread) >= 6 for spread in months.values()), months
 
 
 def test_it_gives_the_agent_replies_of_150_to_600_words_and_the_user_short_turns():
@@ -290,6 +294,32 @@ def test_it_counts_in_a_month_only_the_mentions_of_that_month():
             when = session_time(said[(question["conversation_id"], turn)]["session_datetime"])
             assert when.month == month, question
         assert first_number(question["answer"]) == len(question["evidence"]), question
+        counted += 1
+    assert counted >= 12
+
+
+def test_it_names_a_counted_activity_in_user_turns_the_count_leaves_out():
+    # The README's distractors: the activity of "How many times did I go climbing in March?"
+    # comes up in turns that are no event of it in that month.
+    said = turn_by_id("agent_sessions")
+    user = users("agent_sessions")
+    counted = 0
+    for question in queries("agent_sessions"):
+        english = re.search(r"did I (.+) in \w+\?$", question["question"])
+        named = re.search(r"月份(.+)了几次", question["question"])
+        if question["category"] != "aggregation" or not (english or named):
+            continue
+        activity = (english or named).group(1)
+        conversation = question["conversation_id"]
+        elsewhere = [
+            turn
+            for (other, turn_id), turn in said.items()
+            if other == conversation
+            and turn["speaker"] == user[conversation]
+            and turn_id not in question["evidence"]
+            and activity in turn["text"]
+        ]
+        assert len(elsewhere) >= 3, question
         counted += 1
     assert counted >= 12
 

@@ -31,6 +31,38 @@ OPENERS = [
     "Absolutely, {subject} is something a lot of people ask about.",
 ]
 
+# A follow-up on the session's last request, as the user says it ({subject}: "my"), and the
+# openers of the replies to follow-ups.
+FOLLOW_UPS = [
+    "Going back to {subject}: what are the most common mistakes people make?",
+    "Following up on {subject}, what would you change if I only had half the time?",
+    "One more question on {subject}: what should I do first this week?",
+    "About {subject} again, could you sum it up in a few bullet points?",
+    "For {subject}, is there anything I should avoid completely?",
+    "Still thinking about {subject}. How would you adapt it for a tighter budget?",
+    "On {subject}, what would a realistic first month look like?",
+    "Regarding {subject}, which of your points matters most if I can only do one?",
+]
+
+# Requests about a question's subject ({theme}, as the user says it): a user comes back to
+# the things in their life, so a question's words come up in many turns.
+THEME_REQUESTS = [
+    "Any tips for {theme}?",
+    "What should I keep in mind about {theme}?",
+    "Can you give me a short checklist for {theme}?",
+    "What's a sensible first step with {theme} this week?",
+    "I keep putting off {theme}. How do I get started?",
+    "What do people usually get wrong about {theme}?",
+]
+
+FOLLOW_UP_OPENERS = [
+    "Good follow-up on {subject}.",
+    "Sure, here is a bit more on {subject}.",
+    "Let's go a little deeper into {subject}.",
+    "Building on what I said about {subject}, here are a few more thoughts.",
+    "That's a sensible thing to ask next about {subject}.",
+]
+
 LIST_INTROS = [
     "A few things to keep in mind:",
     "Here's a short checklist:",
@@ -622,6 +654,13 @@ FACTS = [
     {
         "clause": "Also, heads up that I'm allergic to {v}, so anything food-related needs to work around that.",
         "question": "What am I allergic to?",
+        "theme": ["cooking", "eating out with a food allergy", "any"],
+        "around": [
+            "My colleague is allergic to gluten, which makes office birthday cakes a puzzle.",
+            "Can food allergies go away with age? I've always wondered.",
+            "We had an allergy scare at my nephew's party, nobody knew what was in the dip.",
+            "The new café near work lists every allergen on its menu, which I really appreciate.",
+        ],
         "echo": "Since you're allergic to {v}, double-check labels and tell the kitchen whenever you eat out.",
         "answer": "{v}",
         "values": [{"v": "peanuts"}, {"v": "shellfish"}, {"v": "sesame"}],
@@ -629,6 +668,13 @@ FACTS = [
     {
         "clause": "My {rel} {name} is coming to stay with us from {city} soon, so I'm trying to get organised.",
         "question": "Where is my {rel} {name} coming from?",
+        "theme": ["home", "having my {rel} {name} to stay", "any"],
+        "around": [
+            "My {rel} {name} called last night and we talked for two hours.",
+            "I still owe my {rel} {name} a birthday present, which is embarrassing.",
+            "My {rel} {name} keeps sending me recipes to try.",
+            "A friend of mine just moved to Toronto and says the flats there are tiny.",
+        ],
         "echo": "With your {rel} {name} staying with you, it may help to plan a couple of things you can do together.",
         "answer": "{city}",
         "values": [
@@ -640,6 +686,12 @@ FACTS = [
     {
         "clause": "Sorry if I'm slow today, my {pet} {name} kept me up half the night.",
         "question": "What's the name of my {pet}?",
+        "theme": ["home", "looking after my {pet}", "any"],
+        "around": [
+            "Is it true that lilies are dangerous for pets? We have a {pet} at home.",
+            "My neighbour's {pet}, Mochi, is so much calmer than ours.",
+            "The vet bill for our {pet} this year was more than my phone bill.",
+        ],
         "echo": "I hope {name} lets you sleep better tonight; a tired owner and a restless {pet} are a tough combination.",
         "answer": "{name}",
         "values": [
@@ -651,6 +703,12 @@ FACTS = [
     {
         "clause": "For context, I work as {job}, so my evenings are the only free time I get.",
         "question": "What do I do for a living?",
+        "theme": ["work", "keeping my job from taking over my evenings", "any"],
+        "around": [
+            "Work has been hectic this month, lots of late evenings.",
+            "My best friend just started a new job as a pharmacist, I'm so proud of her.",
+            "Sometimes I wonder whether I should change careers completely.",
+        ],
         "echo": "Working as {job} is demanding, so keep the plan light on weekday evenings.",
         "answer": "{job}",
         "values": [
@@ -662,6 +720,12 @@ FACTS = [
     {
         "clause": "We only have one car, an old {car}, and my partner needs it most days.",
         "question": "What car do we have?",
+        "theme": ["money", "the running costs of our car", "any"],
+        "around": [
+            "My neighbour just bought a Tesla Model 3 and won't stop talking about it.",
+            "Our car is due for a service soon, and I never remember what it needs.",
+            "We rented a Fiat 500 on holiday once and I loved how easy it was to park.",
+        ],
         "echo": "Since you share the {car}, plan anything that needs the car for the days your partner doesn't.",
         "answer": "{car}",
         "values": [{"car": "Honda Civic"}, {"car": "Skoda Octavia"}, {"car": "Toyota RAV4"}],
@@ -669,6 +733,12 @@ FACTS = [
     {
         "clause": "I grew up in {town}, so a bit of bad weather doesn't really scare me.",
         "question": "Where did I grow up?",
+        "theme": ["travel", "a trip back to where I grew up", "any"],
+        "around": [
+            "My partner grew up in Brighton, so the sea is a big deal for us.",
+            "I might go back to my hometown for a school reunion this year.",
+            "Whenever I smell pine trees I think of my childhood.",
+        ],
         "echo": "Growing up in {town} probably makes this weather feel mild.",
         "answer": "{town}",
         "values": [{"town": "Winnipeg"}, {"town": "Aberdeen"}, {"town": "El Paso"}],
@@ -680,6 +750,12 @@ CHANGED = [
         "old": "My manager {old} wants a status update from me every Friday, which eats my afternoon.",
         "new": "Big change at work: {new} is my manager now, since {old} moved to another team.",
         "question": "Who is my manager now?",
+        "theme": ["work", "one-on-ones with my manager", "any"],
+        "around": [
+            "My manager asked everyone to write down their goals for the quarter.",
+            "A friend of mine has a manager who emails at midnight, I'd go mad.",
+            "We have a team offsite coming up and my manager wants ideas for it.",
+        ],
         "echo_old": "A weekly status update for {old} is easier if you keep a running list of what you did each day.",
         "echo_new": "A new manager like {new} usually appreciates a short summary of your projects early on.",
         "answer": "{new}",
@@ -693,6 +769,12 @@ CHANGED = [
         "old": "I'm at {old} kg right now and would like to get a bit lower by summer.",
         "new": "Weighed myself this week and I'm down to {new} kg, which feels great.",
         "question": "How much do I weigh now?",
+        "theme": ["health", "losing weight", "any"],
+        "around": [
+            "My partner wants to lose a few kilos before a wedding we're going to.",
+            "The scale at the gym never agrees with the one at home, which is annoying.",
+            "I've stopped weighing myself every day, once a week is enough.",
+        ],
         "echo_old": "Going down from {old} kg is best done slowly, about half a kilo a week.",
         "echo_new": "Congratulations on reaching {new} kg; keep the habits that got you there.",
         "answer": "{new} kg",
@@ -706,6 +788,12 @@ CHANGED = [
         "old": "Our big summer trip this year is going to be {old} in August.",
         "new": "Change of plans for the summer: we're doing {new} instead of {old} now.",
         "question": "Where are we going on our summer trip?",
+        "theme": ["travel", "our summer trip", "any"],
+        "around": [
+            "My colleague just got back from Greece and now I want a summer trip like hers.",
+            "We still need to sort out time off work for the summer trip.",
+            "Our summer trip budget is tighter than I'd like this year.",
+        ],
         "echo_old": "For a summer trip to {old}, book flights early, since August is peak season.",
         "echo_new": "{new} is a great choice for the summer trip; check what the weather is like there in August.",
         "answer": "{new}",
@@ -719,6 +807,12 @@ CHANGED = [
         "old": "I take the {old} to work, about forty minutes each way.",
         "new": "I've switched my commute and now go by {new}, which is honestly nicer.",
         "question": "How do I get to work these days?",
+        "theme": ["work", "my commute", "any"],
+        "around": [
+            "My commute was a nightmare this morning, everything was delayed.",
+            "A friend of mine drives to work and pays a fortune for parking.",
+            "I'd like to use my commute time better, maybe with audiobooks.",
+        ],
         "echo_old": "Forty minutes on the {old} each way is a good slot for podcasts or reading.",
         "echo_new": "Commuting by {new} is a nice change; give yourself a few weeks to settle into it.",
         "answer": "{new}",
@@ -738,6 +832,30 @@ ASSISTANT_SAID = [
         "subject": "a warm-up for your {activity}",
         "said": "My suggestion is a warm-up of {mins} minutes: {steps}. Do it every time, even when you're short on time, and shorten the main session instead.",
         "question": "What warm-up did you suggest before my {activity}?",
+        "theme": ["fitness", "my {activity}", "any"],
+        "alike": [
+            ["What should I eat before my {activity}?", "eating before your {activity}"],
+            [
+                "How do I stay motivated for my {activity} when it's cold and dark?",
+                "staying motivated for your {activity}",
+            ],
+            [
+                "Should I stretch before or after my {activity}?",
+                "stretching around your {activity}",
+            ],
+        ],
+        "others": [
+            {
+                "activity": "weight training",
+                "mins": "5",
+                "steps": "rowing, bodyweight squats, push-ups and light sets of the first lift",
+            },
+            {
+                "activity": "tennis lessons",
+                "mins": "7",
+                "steps": "skipping, lateral lunges, arm swings and gentle rallying",
+            },
+        ],
         "answer": "{mins} minutes: {steps}",
         "values": [
             {
@@ -763,6 +881,16 @@ ASSISTANT_SAID = [
         "subject": "roasting {dish}",
         "said": "For {dish}, I'd roast at {temp} for {time}, then let it rest for ten minutes under foil before cutting.",
         "question": "What temperature and time did you tell me for roasting {dish}?",
+        "theme": ["cooking", "cooking {dish} for guests", "any"],
+        "alike": [
+            ["What should I season {dish} with?", "seasoning {dish}"],
+            ["What sides go well with {dish}?", "sides for {dish}"],
+            ["How long do leftovers of {dish} keep in the fridge?", "keeping leftovers of {dish}"],
+        ],
+        "others": [
+            {"dish": "a tray of root vegetables", "temp": "220°C", "time": "40 minutes"},
+            {"dish": "a whole cauliflower", "temp": "210°C", "time": "about an hour"},
+        ],
         "answer": "{temp} for {time}",
         "values": [
             {"dish": "a whole chicken", "temp": "200°C", "time": "about 75 minutes"},
@@ -772,10 +900,34 @@ ASSISTANT_SAID = [
     },
     {
         "topic": "money",
-        "request": "I've got {amount} saved up. How would you split it?",
-        "subject": "how to split {amount} of savings",
+        "request": "I've got {amount} to put aside. How would you split it?",
+        "subject": "how to split {amount}",
         "said": "With {amount}, I'd suggest a {split} split: {parts}. That keeps you safe while the rest works for you.",
-        "question": "How did you suggest I split my savings?",
+        "question": "How did you suggest I split the {amount}?",
+        "theme": ["money", "putting the {amount} to good use", "any"],
+        "alike": [
+            [
+                "Should I keep the {amount} in a savings account or invest it?",
+                "where to keep {amount}",
+            ],
+            [
+                "Is it silly to spend part of the {amount} on a holiday?",
+                "spending part of {amount}",
+            ],
+            ["How fast could the {amount} grow in an index fund?", "how {amount} might grow"],
+        ],
+        "others": [
+            {
+                "amount": "this year's bonus",
+                "split": "70/30",
+                "parts": "70% towards the credit card, 30% into the holiday fund",
+            },
+            {
+                "amount": "the tax refund",
+                "split": "80/20",
+                "parts": "80% into the emergency fund, 20% to spend on something fun",
+            },
+        ],
         "answer": "{split}: {parts}",
         "values": [
             {
@@ -801,6 +953,27 @@ ASSISTANT_SAID = [
         "subject": "picking a {thing}",
         "said": "If I had to pick one {thing} for you, it would be {pick}, mainly because {why}.",
         "question": "Which {thing} did you recommend to me?",
+        "theme": ["tech", "choosing a {thing}", "any"],
+        "alike": [
+            ["What should I look for in a {thing}?", "what to look for in a {thing}"],
+            ["Is a free {thing} good enough, or should I pay?", "whether a free {thing} is enough"],
+            [
+                "How do I switch to a new {thing} without losing anything?",
+                "switching to a new {thing}",
+            ],
+        ],
+        "others": [
+            {
+                "thing": "note-taking app",
+                "pick": "Obsidian",
+                "why": "your notes stay on your own disk as plain files",
+            },
+            {
+                "thing": "photo backup service",
+                "pick": "Backblaze",
+                "why": "it backs up everything without you having to think about it",
+            },
+        ],
         "answer": "{pick}",
         "values": [
             {
@@ -825,18 +998,40 @@ ASSISTANT_SAID = [
 # Events with a date: the user says when relative to the session ({when}).
 DATED = [
     {
-        "clause": "I had my {exam} {when}, so my brain is a bit fried.",
+        "clause": "Sat the {short} {when} and walked out with a headache, so my brain is a bit fried.",
         "question": "On what day did I have my {exam}?",
+        "theme": ["learning", "studying for my {exam}", "before"],
+        "before": [
+            "I finally booked a date for my {exam}, so there's no excuse now.",
+            "A colleague failed her {exam} twice, which isn't helping my nerves.",
+            "Is it normal to feel this anxious about my {exam}? I keep dreaming about it.",
+            "My {exam} is coming up and I haven't studied nearly enough.",
+        ],
+        "after": [
+            "Still waiting for the results of my {exam}, the suspense is killing me.",
+            "The results of my {exam} came in and I passed!",
+        ],
         "echo": "Well done on getting through the {exam}; give yourself an evening off.",
         "values": [
-            {"exam": "AWS certification exam"},
-            {"exam": "driving theory test"},
-            {"exam": "ACLS recertification"},
+            {"exam": "AWS certification exam", "short": "AWS Solutions Architect test"},
+            {"exam": "driving theory test", "short": "theory part of the driving licence"},
+            {"exam": "ACLS recertification", "short": "advanced life support recert"},
         ],
     },
     {
-        "clause": "We signed the lease on the new {home} {when}!",
+        "clause": "Our names are finally on the rental contract for the new {home}, as of {when}!",
         "question": "On what day did we sign the lease on the new {home}?",
+        "theme": ["home", "renting a new {home}", "before"],
+        "before": [
+            "We've been viewing places for weeks and I think we've found our new {home}.",
+            "What should I check in a lease before we sign for the new {home}?",
+            "The agent says the lease for the new {home} should be ready to sign soon.",
+            "Our current landlord wants notice before we move to the new {home}.",
+        ],
+        "after": [
+            "Moving day for the new {home} is coming up and I'm drowning in boxes.",
+            "We've settled into the new {home} and the neighbours are lovely.",
+        ],
         "echo": "Congratulations on the lease for the new {home}! Moving is a lot of small jobs, so a checklist helps.",
         "values": [{"home": "apartment"}, {"home": "flat"}, {"home": "house"}],
     },
@@ -848,6 +1043,15 @@ BETWEEN = [
         "first": "I started an online {course} course {when}, wish me luck.",
         "second": "I finished the last module of my {course} course {when}!",
         "question": "How many days did it take me to finish my {course} course?",
+        "theme": ["learning", "my {course} course", "between"],
+        "before": ["I'm thinking of signing up for an online {course} course, any advice?"],
+        "between": [
+            "I'm halfway through my {course} course and the assignments are getting harder.",
+            "I fell behind on my {course} course this week, work got in the way.",
+            "The {course} course has a quiz every week and I keep forgetting about it.",
+            "Do you think a certificate from an online {course} course is worth anything?",
+        ],
+        "after": ["Now that the {course} course is done, I want to actually use what I learned."],
         "echo_first": "Good luck with the {course} course; a fixed weekly slot helps you finish it.",
         "echo_second": "Congratulations on finishing the {course} course!",
         "values": [
@@ -860,6 +1064,15 @@ BETWEEN = [
         "first": "I sprained my ankle {when} playing {sport}, so I'm hobbling around.",
         "second": "I played {sport} again {when} for the first time since the sprain.",
         "question": "How many days after spraining my ankle did I play {sport} again?",
+        "theme": ["fitness", "getting back into {sport}", "between"],
+        "before": ["I play {sport} with friends most weeks, it's the highlight of my week."],
+        "between": [
+            "My ankle is still swollen, so no {sport} for me for a while.",
+            "I really miss {sport} while the ankle heals.",
+            "The physio says my ankle needs another week before any {sport}.",
+            "How do I strengthen an ankle after a sprain so I can get back to {sport}?",
+        ],
+        "after": ["I'm back to playing {sport} every week and the ankle feels normal."],
         "echo_first": "Rest the sprained ankle and ease back into {sport} only when it stops hurting.",
         "echo_second": "Glad the ankle held up for {sport}; build back up gradually.",
         "values": [{"sport": "basketball"}, {"sport": "squash"}, {"sport": "volleyball"}],
@@ -874,13 +1087,43 @@ COUNTED = [
             "Also I {did} again {when}, it's becoming a habit.",
             "Side note: {did} {when} with a friend from work.",
             "I {did} {when} and finally managed the route I'd been stuck on.",
+            "I {did} {when} and the wall was packed.",
+            "Quick update: I {did} {when}, my forearms are still burning.",
         ],
         "question": "How many times did I {go} in {month}?",
+        "theme": ["fitness", "climbing as a hobby", "any"],
+        "around": [
+            "I'd like to {go} more often, but the wall is always packed at weekends.",
+            "Do I need new shoes to {go}? Mine are falling apart.",
+            "A colleague keeps asking me to {go} with her group on Thursdays.",
+        ],
+        "echo_around": "If you {go} regularly, stretching your forearms and fingers afterwards helps a lot.",
         "echo": "It sounds like you {did} again; sessions like that count as training too, so plan a lighter day after.",
         "values": [
-            {"did": "went climbing", "go": "go climbing"},
-            {"did": "went bouldering", "go": "go bouldering"},
-            {"did": "went to the climbing wall", "go": "go to the climbing wall"},
+            {
+                "did": "went climbing",
+                "go": "go climbing",
+                "alts": [
+                    "did a few routes at the bouldering gym",
+                    "spent the evening on the wall at the gym",
+                ],
+            },
+            {
+                "did": "went bouldering",
+                "go": "go bouldering",
+                "alts": [
+                    "worked on a couple of problems at the climbing gym",
+                    "was on the boulder wall for two hours",
+                ],
+            },
+            {
+                "did": "went to the climbing wall",
+                "go": "go to the climbing wall",
+                "alts": [
+                    "did a session on the ropes at the leisure centre",
+                    "got some climbing in at the gym",
+                ],
+            },
         ],
     },
     {
@@ -889,13 +1132,34 @@ COUNTED = [
             "Confession: I {did} again {when}.",
             "We {did} {when}, which is not great for the budget.",
             "I {did} {when} since the fridge was empty.",
+            "I {did} {when}, we just couldn't be bothered.",
+            "Full honesty: I {did} {when} again.",
         ],
         "question": "How many times did I {go} in {month}?",
+        "theme": ["money", "spending less on takeaways", "any"],
+        "around": [
+            "I want to {go} less often, it's getting expensive.",
+            "Is it really cheaper to cook than to {go}? Be honest.",
+            "My partner says we {go} far too often lately.",
+        ],
+        "echo_around": "If you'd like to {go} less often, a short list of fifteen-minute meals helps on tired evenings.",
         "echo": "No judgement that you {did}; keeping a few quick meals in the freezer makes it easier next time.",
         "values": [
-            {"did": "ordered takeout", "go": "order takeout"},
-            {"did": "got fish and chips", "go": "get fish and chips"},
-            {"did": "ordered pizza", "go": "order pizza"},
+            {
+                "did": "ordered takeout",
+                "go": "order takeout",
+                "alts": ["got Thai food delivered", "had a curry delivered"],
+            },
+            {
+                "did": "got fish and chips",
+                "go": "get fish and chips",
+                "alts": ["had a chippy tea", "picked up a fish supper from the chippy"],
+            },
+            {
+                "did": "ordered pizza",
+                "go": "order pizza",
+                "alts": ["got a Domino's delivered", "had a large pepperoni brought to the door"],
+            },
         ],
     },
 ]
@@ -905,21 +1169,49 @@ LISTED = [
     {
         "mention": "I just finished reading {item}, by the way.",
         "question": "Which books have I finished reading so far?",
+        "theme": ["learning", "reading more books", "any"],
+        "around": [
+            "I started {other} but gave up after fifty pages.",
+            "A friend lent me {other}, it's next on my list.",
+        ],
         "echo": "Nice that you finished {item}; writing two lines about each book you read helps you remember it.",
         "values": [
-            {"items": ["Project Hail Mary", "The Midnight Library", "Educated"]},
-            {"items": ["Wolf Hall", "The Guns of August", "SPQR"]},
-            {"items": ["Being Mortal", "Lessons in Chemistry", "Circe"]},
+            {
+                "items": ["Project Hail Mary", "The Midnight Library", "Educated"],
+                "others": ["Klara and the Sun", "Sapiens"],
+            },
+            {
+                "items": ["Wolf Hall", "The Guns of August", "SPQR"],
+                "others": ["Dune", "The Silk Roads"],
+            },
+            {
+                "items": ["Being Mortal", "Lessons in Chemistry", "Circe"],
+                "others": ["Normal People", "Atomic Habits"],
+            },
         ],
     },
     {
         "mention": "We tried a new place called {item} for dinner this week, pretty good actually.",
         "question": "Which new restaurants have we tried this year?",
+        "theme": ["cooking", "finding good restaurants nearby", "any"],
+        "around": [
+            "We walked past {other} on Saturday, it looked busy, maybe next time.",
+            "A friend keeps telling us to try {other}, we still haven't been.",
+        ],
         "echo": "Glad {item} was good; it's worth noting what you ordered so you remember next time.",
         "values": [
-            {"items": ["Saffron House", "Nonna Rosa", "The Green Fork"]},
-            {"items": ["The Brass Anchor", "Little Lahore"]},
-            {"items": ["Casa Verde", "Pho Saigon", "Smokestack BBQ", "Olive & Thyme"]},
+            {
+                "items": ["Saffron House", "Nonna Rosa", "The Green Fork"],
+                "others": ["Bombay Bicycle", "Harbour Grill"],
+            },
+            {
+                "items": ["The Brass Anchor", "Little Lahore"],
+                "others": ["The Old Mill", "Sakura Ramen"],
+            },
+            {
+                "items": ["Casa Verde", "Pho Saigon", "Smokestack BBQ", "Olive & Thyme"],
+                "others": ["Taqueria Luna", "The Blue Door"],
+            },
         ],
     },
 ]
@@ -928,6 +1220,11 @@ LISTED = [
 PREFERENCES = [
     {
         "question": "Can you recommend somewhere for a weekend away?",
+        "theme": ["travel", "planning a weekend away", "any"],
+        "around": [
+            "We haven't had a proper weekend away since last year.",
+            "My friends spent a weekend in the Cotswolds and won't stop posting photos.",
+        ],
         "values": [
             {
                 "clause": "Honestly, I can't stand crowded tourist spots, they drain me.",
@@ -948,6 +1245,11 @@ PREFERENCES = [
     },
     {
         "question": "What should I cook for a dinner party this weekend?",
+        "theme": ["cooking", "hosting a dinner party", "any"],
+        "around": [
+            "I went to a dinner party last week and the host made everything from scratch.",
+            "We're hosting friends for dinner sometime soon and I'm already nervous.",
+        ],
         "values": [
             {
                 "clause": "I've been vegetarian for about six years now, so work barbecues are always fun.",
@@ -968,6 +1270,11 @@ PREFERENCES = [
     },
     {
         "question": "What time of day should I schedule my workouts?",
+        "theme": ["fitness", "fitting workouts into my week", "any"],
+        "around": [
+            "My workouts have been a bit random lately, no real schedule.",
+            "My gym is open 24 hours, which is great and dangerous.",
+        ],
         "values": [
             {
                 "clause": "I'm useless before 10 am, my brain just doesn't start.",
@@ -988,6 +1295,11 @@ PREFERENCES = [
     },
     {
         "question": "Can you recommend a birthday gift for my best friend?",
+        "theme": ["money", "a birthday gift for my best friend", "any"],
+        "around": [
+            "Last year I gave my best friend a scarf and she never wore it.",
+            "My best friend always gives amazing gifts, so I feel the pressure.",
+        ],
         "values": [
             {
                 "clause": "I'm trying to keep any extra spending under $50 this year.",
