@@ -141,7 +141,7 @@ eval: install
 	  for mode in lexical vector hybrid; do $(BIN)/python manage.py eval_locomo $$data --mode $$mode; done; \
 	  $(BIN)/python manage.py eval_locomo $$data --store-question; \
 	done
-	for window in 8192 4096; do $(BIN)/python manage.py eval_locomo $(LOCOMO) --target context --window $$window; done
+	for window in 8192 4096 2048; do $(BIN)/python manage.py eval_locomo $(LOCOMO) --target context --window $$window; done
 	$(BIN)/python manage.py eval_locomo $(LOCOMO) --target context --same-session
 	$(BIN)/python manage.py eval_locomo $(ZH_SET) --target context --window 2048
 	$(BIN)/python manage.py eval_locomo $(ZH_SET) --target context --window 2048 --same-session
