@@ -5,8 +5,9 @@ Four layers share the budget, 60% of the model window:
 - short-term memory: this session's summaries (top 3) of turns no longer in working memory;
 - long-term memory: the agent's facts, preferences, decisions, projects (top 2);
 - recall: the agent's earlier messages most relevant to the query, by the hybrid search the
-  API serves, each with the reply after it, grouped by session with their dates; what the
-  person said first, an agent's long replies after it and compactly (memory.recall_render).
+  API serves, the best with the reply after it, then the other hits and their replies
+  (memory.recall_fill), grouped by session with their dates; what the person said first, an
+  agent's long replies after it and compactly (memory.recall_render).
 Long-term memory and recall share the last 20%. The budget is a ceiling, not a quota: what
 working and short-term memory leave unused goes to recall, and what recall cannot use goes
 back to older working messages. When the first three layers alone are over budget, the
