@@ -101,21 +101,25 @@ def _months_ago(count: int) -> datetime:
     return datetime(index // 12, index % 12 + 1, 15, 20, 0, tzinfo=UTC)
 
 
+# (a question naming last month, a mention said louder and earlier, the mention of last month)
+CONCERTS = [
+    (
+        "How many concerts did I go to last month?",
+        "A concert tonight",
+        "Saw a concert with Mia after work",
+    ),
+    (
+        "上个月我去了几次音乐会？",
+        "今晚去听了音乐会",
+        "下班后和小米去看了音乐会，然后吃了晚饭",
+    ),
+]
+
+
 @pytest.mark.django_db
 @pytest.mark.parametrize(
     ("query", "loud", "quiet"),
-    [
-        (
-            "How many concerts did I go to last month?",
-            "A concert tonight",
-            "Saw a concert with Mia after work",
-        ),
-        (
-            "上个月我去了几次音乐会？",
-            "今晚去听了音乐会",
-            "下班后和小米去看了音乐会，然后吃了晚饭",
-        ),
-    ],
+    CONCERTS,
 )
 def test_a_context_recalls_the_mention_of_the_period_asked_about(query, loud, quiet):
     for number in range(8):  # louder mentions three months ago, each a session of its own
@@ -131,18 +135,7 @@ def test_a_context_recalls_the_mention_of_the_period_asked_about(query, loud, qu
 @pytest.mark.django_db
 @pytest.mark.parametrize(
     ("query", "loud", "quiet"),
-    [
-        (
-            "How many concerts did I go to last month?",
-            "A concert tonight",
-            "Saw a concert with Mia after work",
-        ),
-        (
-            "上个月我去了几次音乐会？",
-            "今晚去听了音乐会",
-            "下班后和小米去看了音乐会，然后吃了晚饭",
-        ),
-    ],
+    CONCERTS,
 )
 def test_a_period_that_holds_no_message_leaves_the_context_as_it_was(
     monkeypatch, query, loud, quiet
