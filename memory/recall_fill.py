@@ -54,15 +54,16 @@ class _Chosen:
 
 
 class RecallFiller:
-    """Hits in rank order, each followed by the reply after it, while they fit the allowance;
-    with room left once every hit was tried, the turns around the best hits. What the person
-    said comes first: a long reply (a hit, or the reply after one: `is_support`) waits until
-    every other hit was tried, unless the query asks what the agent said; each line is
-    rendered for the query's `terms` (memory.recall_render).
+    """Hits in rank order while they fit the allowance, the best followed by the reply after
+    it, then the other hits' replies; with room left once every hit was tried, the turns
+    around the best hits. What the person said comes first: a long reply (a hit, or the reply
+    after one: `is_support`) waits until every other hit and reply was tried, unless the query
+    asks what the agent said; each line is rendered for the query's `terms`
+    (memory.recall_render).
 
     `fill` may be called again with a larger allowance: what was chosen stays, and the hits
-    that did not fit are tried again. `skip` maps message ids that must not appear to the
-    reason (in working memory, in a summarised turn).
+    and replies that did not fit are tried again. `skip` maps message ids that must not
+    appear to the reason (in working memory, in a summarised turn).
     """
 
     def __init__(
@@ -87,22 +88,23 @@ class RecallFiller:
         self.around: dict[int, index.Around] = {}
         self.rows: dict[int, MainMessage] = {}
         self.lines: dict[tuple[int, int], str] = {}
+        # The hits whose short reply comes after every hit, kept for a later call.
+        self.later: list[int] = []
 
     def fill(self, allowance: int) -> tuple[list[RecalledItem], list[LeftOut]]:
         left_out: list[LeftOut] = []
         waiting: list[int] = []  # the hits whose long reply waits (the hit or the one after)
-        later: list[int] = []  # the hits whose short reply comes after every hit
         for number, hit in enumerate(self.hits):
             if hit.message.pk in self.items:  # chosen already, as a hit or a neighbour
                 continue
             if self.replies_last and is_support(hit.message):
                 waiting.append(number)
             else:
-                self._add_hit(number, allowance, left_out, waiting, later)
-        for number in later:
+                self._add_hit(number, allowance, left_out, waiting)
+        for number in self.later:
             self._add_neighbour(self._around(number).after, self.hits[number].message.pk, allowance)
         for number in waiting:
-            self._add_hit(number, allowance, left_out, None, None)
+            self._add_hit(number, allowance, left_out, None)
         if self._room(allowance):
             self._widen(allowance)
         if self._room(allowance) and all(left.id in self.skip for left in left_out):
@@ -127,11 +129,10 @@ class RecallFiller:
         allowance: int,
         left_out: list[LeftOut],
         waiting: list[int] | None,
-        later: list[int] | None,
     ) -> None:
-        """Hit `number` and the reply after it; the reply joins `waiting` when it is long,
-        `later` when the hit is not among the best REPLIES_WITH_HIT (None: no more
-        waiting)."""
+        """Hit `number` and the reply after it; the reply joins `waiting` when it is long
+        (None: no more waiting), `later` when the hit is not among the best
+        REPLIES_WITH_HIT."""
         hit = self.hits[number]
         message = hit.message
         if message.pk in self.skip:
@@ -146,8 +147,8 @@ class RecallFiller:
         reply = self.rows.get(after) if after is not None else None
         if waiting is not None and self.replies_last and reply is not None and is_support(reply):
             waiting.append(number)
-        elif later is not None and number >= REPLIES_WITH_HIT:
-            later.append(number)
+        elif waiting is not None and number >= REPLIES_WITH_HIT:
+            self.later.append(number)
         else:
             self._add_neighbour(after, message.pk, allowance)
 
