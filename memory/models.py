@@ -269,6 +269,26 @@ class LongTermMemory(models.Model):
     curated = models.BooleanField(
         db_default=False, help_text="a person wrote or edited the text; consolidation keeps it"
     )
+    # Supersession: a newer memory said the same subject's value changed. The old one keeps its
+    # text and history and stops being current at `valid_until`; `valid_from` is when the fact
+    # was first said (its first source message's time; null: `created_at`), so "as of" a date
+    # also holds for conversations imported from the past. Nullable without defaults: SQLite
+    # adds such columns in place, and rows written with plain SQL stay valid.
+    valid_from = models.DateTimeField(null=True, blank=True)
+    valid_until = models.DateTimeField(null=True, blank=True)
+    # No database constraint and no field index: SQLite adds and drops such a column in place
+    # (a constrained one makes it copy the table, which drops the lexical index's triggers).
+    # The id may name a memory deleted since: the chain ends there.
+    superseded_by = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        related_name="supersedes",
+        help_text="the newer memory that replaced this one",
+    )
 
     objects = LongTermMemoryQuerySet.as_manager()
 
@@ -293,6 +313,11 @@ class LongTermMemory(models.Model):
                 condition=models.Q(has_embedding=False),
                 name="idx_ltm_unembedded",
             ),
+            models.Index(
+                fields=["superseded_by"],
+                condition=models.Q(superseded_by__isnull=False),
+                name="idx_ltm_superseded_by",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -315,6 +340,54 @@ class LongTermMemory(models.Model):
         """How many extractions found it: `source_count` starts at 1 for a memory a person
         wrote too, which no extraction has seen until consolidation confirms it."""
         return self.source_count if self.from_extraction else self.source_count - 1
+
+
+class MemorySource(models.Model):
+    """Where a long-term memory came from: a message it was extracted from, or the person who
+    wrote it ("written by <actor>"). A memory may have many; a forget request deletes those of
+    the messages it deletes, and the memories left with none."""
+
+    memory = models.ForeignKey(
+        LongTermMemory, on_delete=models.DB_CASCADE, related_name="sources", db_index=False
+    )
+    agent_id = models.TextField(validators=[IdentifierValidator("agent_id")])
+    # ON DELETE CASCADE in the database: a message deleted by any route is no longer a source.
+    message = models.ForeignKey(
+        MainMessage,
+        null=True,
+        blank=True,
+        on_delete=models.DB_CASCADE,
+        related_name="memory_sources",
+        db_index=False,
+    )
+    written_by = models.TextField(
+        null=True, blank=True, help_text="the person (actor) who wrote or edited the memory"
+    )
+    added_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "long_term_memory_sources"
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(message__isnull=False, written_by__isnull=True)
+                | models.Q(message__isnull=True, written_by__isnull=False),
+                name="long_term_memory_sources_one_kind",
+            ),
+            models.UniqueConstraint(
+                fields=["memory", "message"],
+                condition=models.Q(message__isnull=False),
+                name="long_term_memory_sources_message_once",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["memory"], name="idx_ltm_sources_memory"),
+            # A forget request finds the memories of the messages it deletes.
+            models.Index(fields=["agent_id", "message"], name="idx_ltm_sources_message"),
+        ]
+
+    def __str__(self) -> str:
+        source = f"message {self.message_id}" if self.message_id else self.written_by
+        return f"memory {self.memory_id} from {source}"
 
 
 class MemoryAction(models.TextChoices):
@@ -585,3 +658,32 @@ class IdempotencyKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.agent_id}: {self.key} ({len(self.message_ids)} messages)"
+
+
+class ForgetScope(models.TextChoices):
+    SESSION = "session", _("a session")
+    AGENT = "agent", _("the whole agent")
+    QUERY = "query", _("everything matching a query")
+
+
+class ForgetReceipt(models.Model):
+    """The audit log of forget requests: what was deleted, counted per kind with the ids, who
+    asked and when. It stores no content (a query's text neither): only ids and counts."""
+
+    agent_id = models.TextField(validators=[IdentifierValidator("agent_id")])
+    scope = models.TextField(choices=ForgetScope.choices)
+    session_id = models.TextField(
+        null=True, blank=True, help_text="the session forgotten (scope `session`)"
+    )
+    actor = models.TextField(help_text="api, mcp, ui:<user>, admin:<user>, manage.py")
+    at = models.DateTimeField(db_default=Now())
+    counts = models.JSONField(default=dict, help_text="rows deleted, per kind")
+    ids = models.JSONField(default=dict, help_text="the ids deleted, per kind")
+
+    class Meta:
+        db_table = "forget_receipts"
+        constraints = [_one_of("scope", ForgetScope, "forget_receipts_scope_valid")]
+        indexes = [models.Index(fields=["agent_id", "-at"], name="idx_forget_receipts_agent")]
+
+    def __str__(self) -> str:
+        return f"forget {self.scope} of {self.agent_id} at {self.at}"

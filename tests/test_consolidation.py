@@ -559,11 +559,39 @@ def test_the_migration_marks_what_people_wrote_as_curated(tmp_path):
     assert curated == "['by api', 'reworded in the UI']"
 
 
-def test_the_curated_backfill_names_the_services_own_actors():
-    """Migration 0007 keeps its SQL as literal text: the actors it takes for the service's
-    own are memory.models' AUTOMATIC_ACTORS, which memories.by_a_person reads."""
-    backfill = import_module("memory.migrations.0007_longtermmemory_curated").BACKFILL
-    named = re.search(r'"actor" NOT IN \(([^)]*)\)', backfill)
+SOURCES = """
+from memory.models import MemorySource
+print(sorted(MemorySource.objects.values_list("memory__content", "written_by", "message_id")))
+"""
+FOUND = """
+from memory import index
+from memory.index_schema import MEMORY_TEXT
+print(len(index.lexical_search(MEMORY_TEXT, agent_id="default", query="admin", k=5)))
+"""
+
+
+@pytest.mark.slow
+def test_the_lifecycle_migration_names_who_wrote_each_memory_and_reverses(tmp_path):
+    manage(tmp_path, "migrate", "memory", "0022", "--no-input")
+    manage(tmp_path, "shell", "-c", OLD_MEMORIES)
+
+    manage(tmp_path, "migrate", "--no-input")
+
+    assert last_line(manage(tmp_path, "shell", "-c", SOURCES)) == str(
+        [("by api", "api", None), ("reworded in the UI", "ui:ann", None)]
+    )
+    manage(tmp_path, "migrate", "memory", "0022", "--no-input")
+    # Added in place, dropped in place: the memories' lexical index still finds them.
+    assert last_line(manage(tmp_path, "shell", "-c", FOUND)) == "1"
+
+
+@pytest.mark.parametrize("migration", ["0007_longtermmemory_curated", "0023_memory_lifecycle"])
+def test_the_backfills_name_the_services_own_actors(migration):
+    """Migrations 0007 (curated) and 0023 (sources) keep their SQL as literal text: the actors
+    they take for the service's own are memory.models' AUTOMATIC_ACTORS, which
+    memories.by_a_person reads."""
+    backfill = import_module(f"memory.migrations.{migration}").BACKFILL
+    named = re.search(r'"?actor"? NOT IN \(([^)]*)\)', backfill)
 
     assert named is not None
     assert {actor.strip(" '") for actor in named[1].split(",")} == AUTOMATIC_ACTORS
