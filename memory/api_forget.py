@@ -119,23 +119,27 @@ def forget(request: HttpRequest, payload: ForgetIn) -> dict[str, Any]:
     "token": ...}` deletes what the preview listed (and what was derived from it since) and
     answers the receipt. A row matches when its own text says every word of the query; at
     most 10,000 of a kind (a larger match is refused: forget sessions or the agent)."""
+    return forget_answer(request.auth, payload, actor="api")
+
+
+def forget_answer(agent_id: str, payload: ForgetIn, *, actor: str) -> dict[str, Any]:
+    """POST /forget's answer, and MCP's `forget`'s."""
     if not payload.confirm:
-        preview = forget_preview(agent_id=request.auth, query=payload.query or "")
-        return {
-            "confirm": False,
-            "terms": preview.terms,
-            "counts": preview.counts,
-            "ids": preview.ids,
-            "items": [
-                {"kind": i.kind, "id": i.id, "session_id": i.session_id, "snippet": i.snippet}
+        preview = forget_preview(agent_id=agent_id, query=payload.query or "")
+        return PreviewOut(
+            terms=preview.terms,
+            counts=preview.counts,
+            ids=preview.ids,
+            items=[
+                PreviewItemOut(kind=i.kind, id=i.id, session_id=i.session_id, snippet=i.snippet)
                 for i in preview.items
             ],
-            "token": preview.token,
-        }
-    receipt, repeated = forget_confirmed(
-        agent_id=request.auth, token=payload.token or "", actor="api"
+            token=preview.token,
+        ).model_dump(mode="json")
+    receipt, repeated = forget_confirmed(agent_id=agent_id, token=payload.token or "", actor=actor)
+    return ForgottenOut(repeated=repeated, receipt=ReceiptOut.from_orm(receipt)).model_dump(
+        mode="json"
     )
-    return {"confirm": True, "repeated": repeated, "receipt": receipt}
 
 
 @router.get("/forget/receipts", response=list[ReceiptOut])
