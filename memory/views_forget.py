@@ -66,9 +66,16 @@ def forget_page(request: HttpRequest) -> HttpResponse:
         try:
             context["preview"] = preview = _preview(data)
             preview["rows"] = [(KIND_LABELS[k], preview["counts"][k]) for k in KINDS]
+            preview["items"] = [(KIND_LABELS[item.kind], item) for item in preview["items"]]
         except InvalidInput as exc:
             form.add_error("query" if data["scope"] == ForgetScope.QUERY else None, str(exc))
-    context["receipts"] = ForgetReceipt.objects.order_by("-at", "-id")[:RECEIPTS_SHOWN]
+    context["receipts"] = [
+        (
+            receipt,
+            [(KIND_LABELS[k], n) for k, n in receipt.counts.items() if n and k in KIND_LABELS],
+        )
+        for receipt in ForgetReceipt.objects.order_by("-at", "-id")[:RECEIPTS_SHOWN]
+    ]
     return render(request, "memory/forget.html", context)
 
 
