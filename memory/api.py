@@ -33,7 +33,6 @@ from memory.messages import (
     SessionEnded,
     message_keep,
     messages_keep,
-    session_delete,
     session_end,
     session_messages,
 )
@@ -84,12 +83,6 @@ class SessionOut(Schema):
     message_count: int
     first_timestamp: datetime
     last_timestamp: datetime
-
-
-class SessionDeletedOut(Schema):
-    session_id: str
-    deleted_messages: int
-    deleted_summaries: int
 
 
 class SummaryOut(Schema):
@@ -583,19 +576,6 @@ def get_message(request: HttpRequest, message_id: int) -> Any:
     """One of the agent's messages, whole: what a recalled line of a context names as `#id`
     (shown cut there when it is long), with its session, role, type, time and metadata."""
     return message_or_404(request.auth, message_id)
-
-
-@router.delete("/sessions/{session_id}", response=SessionDeletedOut, tags=["messages"])
-def delete_session(request: HttpRequest, session_id: str) -> dict[str, Any]:
-    """Delete the session's messages, sub-agent transcripts, summaries and vectors."""
-    deleted = session_delete(agent_id=request.auth, session_id=session_id)
-    if not (deleted.messages or deleted.summaries):
-        raise Http404("no such session")
-    return {
-        "session_id": session_id,
-        "deleted_messages": deleted.messages,
-        "deleted_summaries": deleted.summaries,
-    }
 
 
 @router.post("/sessions/{session_id}/context", response=ContextOut, tags=["context"])

@@ -18,6 +18,7 @@ from django.utils.translation import gettext_lazy as _
 
 from memory.messages import message_check, message_update_check, session_messages
 from memory.models import (
+    ForgetScope,
     LongTermMemory,
     MainMessage,
     MemoryAction,
@@ -27,7 +28,7 @@ from memory.models import (
     ShortTermMemory,
 )
 from memory.search import MODES, SearchQuery, SearchResult, search_agents
-from memory.validation import InvalidInput, check_content, check_query
+from memory.validation import InvalidInput, check_content, check_identifier, check_query
 
 # --- the dashboard -------------------------------------------------------------------------
 
@@ -413,3 +414,28 @@ class LongTermMemoryForm(ContentCheckedForm):
 
     def clean_source_session(self) -> str | None:
         return self.cleaned_data["source_session"] or None  # an empty field is no session
+
+
+class ForgetForm(forms.Form):
+    """The dashboard's forget request: a session, a whole agent, or a query's matches."""
+
+    scope = forms.ChoiceField(label=_("Forget"), choices=ForgetScope.choices)
+    agent_id = forms.CharField(label=_("Agent"))
+    session_id = forms.CharField(label=_("Session"), required=False)
+    query = forms.CharField(label=_("Query"), required=False, max_length=2000)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        try:
+            check_identifier("agent_id", data.get("agent_id") or "")
+        except InvalidInput as exc:
+            self.add_error("agent_id", str(exc))
+        scope = data.get("scope")
+        if scope == ForgetScope.SESSION and not data.get("session_id"):
+            self.add_error("session_id", _("Name the session to forget."))
+        if scope == ForgetScope.QUERY:
+            try:
+                check_query("query", data.get("query") or "")
+            except InvalidInput as exc:
+                self.add_error("query", str(exc))
+        return data

@@ -9,7 +9,9 @@ MCP's `client_id`), recorded in the transaction of the messages it stored
 - The same key with another request (another session, other messages): Conflict (409),
   nothing stored.
 - The key's messages deleted since (a session deleted): Conflict (409), nothing stored again,
-  which would bring back what someone deleted.
+  which would bring back what someone deleted. A forget request (memory.forgetting) also
+  scrubs the records naming its messages (`scrub`): the fingerprint, a hash of
+  the text, and the ids go; the key stays until it expires, still answering 409.
 - Concurrent requests with one key: the unique constraint lets one insert its record; the
   others' transactions fail on it, roll back, and answer the winner's messages.
 - A record older than WINDOW no longer applies: the key stores again. An agent's expired
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -33,6 +35,12 @@ from memory.validation import Conflict
 
 # How long a key answers its first request's messages.
 WINDOW = timedelta(hours=24)
+_DELETED_SINCE = (
+    "the messages first stored with this idempotency key have been deleted since; "
+    "nothing was stored again"
+)
+# The fingerprint of a record whose messages a forget request deleted (never a SHA-256).
+FORGOTTEN = "forgotten"
 
 
 def fingerprint(*, session_id: str, messages: Sequence[Mapping[str, Any]]) -> str:
@@ -69,6 +77,8 @@ class ClientKey:
         ).first()
         if record is None:
             return None
+        if record.fingerprint == FORGOTTEN:
+            raise Conflict(_DELETED_SINCE)
         if record.fingerprint != self.fingerprint:
             raise Conflict(
                 "this idempotency key was used within the last 24 hours for a different "
@@ -77,10 +87,7 @@ class ClientKey:
             )
         stored = MainMessage.objects.filter(agent_id=self.agent_id).in_bulk(record.message_ids)
         if len(stored) < len(record.message_ids):
-            raise Conflict(
-                "the messages first stored with this idempotency key have been deleted since; "
-                "nothing was stored again"
-            )
+            raise Conflict(_DELETED_SINCE)
         return [stored[pk] for pk in record.message_ids]
 
     def claim(self) -> IdempotencyKey:
@@ -98,3 +105,24 @@ def settle(record: IdempotencyKey, messages: Sequence[MainMessage]) -> None:
     """Name the messages the claimed key stored, in the same transaction."""
     record.message_ids = [message.pk for message in messages]
     record.save(update_fields=["message_ids"])
+
+
+def records_naming(*, agent_id: str, message_ids: Collection[int] | None) -> list[int]:
+    """The ids of the agent's records naming any of these messages (every record, with
+    None) that a forget has not scrubbed yet."""
+    records = IdempotencyKey.objects.filter(agent_id=agent_id).exclude(fingerprint=FORGOTTEN)
+    wanted = None if message_ids is None else set(message_ids)
+    return sorted(
+        pk
+        for pk, ids in records.values_list("pk", "message_ids")
+        if wanted is None or wanted & set(ids)
+    )
+
+
+def scrub(record_ids: Collection[int]) -> int:
+    """A forget request's part (memory.forgetting): the records' fingerprint, a hash of the
+    text that would confirm a guess of it, and their message ids go; the key stays until it
+    expires, so that a retry is still refused rather than storing again what was forgotten."""
+    return IdempotencyKey.objects.filter(pk__in=record_ids).update(
+        fingerprint=FORGOTTEN, message_ids=[]
+    )

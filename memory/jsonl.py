@@ -17,6 +17,7 @@ orca_memory.core.files encodes ids into names.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import errno
 import fcntl
@@ -24,7 +25,7 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -353,12 +354,8 @@ def _append(agent_id: str, session_id: str, lines: Sequence[dict[str, Any]]) -> 
     path = backup_path(agent_id, session_id)
     private_dir(path.parent)
     data = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines).encode()
+    fd = _locked(path)
     try:
-        fd = open_private(path, os.O_RDWR | os.O_APPEND)
-    except OSError as exc:
-        raise BackupFailed(exc.errno, exc.strerror, str(path)) from exc
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
             data = b"\n" + data
@@ -374,6 +371,25 @@ def _append(agent_id: str, session_id: str, lines: Sequence[dict[str, Any]]) -> 
     finally:
         os.close(fd)  # releases the lock
     return path
+
+
+def _locked(path: Path) -> int:
+    """The file at `path` opened for appending and locked. A forget request may have replaced
+    it (`backup_drop`) while this waited for the lock: a line written to the old file would
+    be lost with it, so the file is opened again until the one locked is the one named."""
+    while True:
+        try:
+            fd = open_private(path, os.O_RDWR | os.O_APPEND)
+        except OSError as exc:
+            raise BackupFailed(exc.errno, exc.strerror, str(path)) from exc
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            current = os.stat(path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            current = False
+        if current:
+            return fd
+        os.close(fd)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -425,3 +441,61 @@ def fallback_append(
         for message in messages
     ]
     return _append(agent_id, session_id, lines)
+
+
+def backup_drop(agent_id: str, drop: Callable[[Parsed], bool], *, dry_run: bool = False) -> int:
+    """Take out of the agent's backup files (`<data_dir>/jsonl/<agent>/`) the lines `drop`
+    says, so that `migrate_jsonl` of the folder cannot bring them back; how many it took
+    (with `dry_run`, would take). Each file is rewritten whole to a new file that replaces
+    it (a crash leaves the old file or the new one, never half of one), every other line
+    kept byte for byte; a file left with no line is removed. A line that cannot be read is
+    kept: it cannot be imported either. The lock is `_append`'s, which writes to the file
+    that replaced it."""
+    folder = path_inside(settings.ORCA.data_dir / "jsonl", id_file_name(agent_id))
+    if not folder.is_dir():
+        return 0
+    dropped = 0
+    for path in sorted(p for p in folder.rglob("*.jsonl") if p.is_file()):
+        dropped += _drop_lines(path, drop, dry_run=dry_run)
+    return dropped
+
+
+def _drop_lines(path: Path, drop: Callable[[Parsed], bool], *, dry_run: bool) -> int:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with os.fdopen(os.dup(fd), "rb") as f:
+            lines = f.read().splitlines(keepends=True)
+        kept = [line for line in lines if not _dropped(line, path.stem, drop)]
+        dropped = len(lines) - len(kept)
+        if dropped and not dry_run:
+            _replace(path, b"".join(kept))
+    finally:
+        os.close(fd)
+    return dropped
+
+
+def _dropped(line: bytes, default_session: str, drop: Callable[[Parsed], bool]) -> bool:
+    raw = line.removeprefix(codecs.BOM_UTF8).rstrip(b"\r\n")
+    if not raw.strip():
+        return False
+    try:
+        parsed = parse_line(raw, default_session=default_session)
+    except (LineError, RecursionError):
+        return False
+    return drop(parsed)
+
+
+def _replace(path: Path, data: bytes) -> None:
+    if not data:
+        path.unlink()
+    else:
+        new = path.with_name(path.name + ".forget")
+        fd = open_private(new, os.O_WRONLY | os.O_TRUNC)
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(new, path)
+    _fsync_dir(path.parent)

@@ -68,6 +68,7 @@ from memory.api import (
     message_or_404,
     session_or_404,
 )
+from memory.api_forget import ForgetIn, forget_answer
 from memory.auth import agent_for_key, bearer_key
 from memory.context import Context, context_build
 from memory.jsonl import BackupFailed
@@ -449,6 +450,25 @@ def end_session(session_id: SessionId) -> dict[str, Any]:
     if ended is None:
         raise Http404("no such session")
     return SessionEndOut.model_validate(ended).model_dump(mode="json")
+
+
+@server.tool(annotations=ToolAnnotations(destructiveHint=True, openWorldHint=False))
+@_django
+def forget(
+    query: Annotated[
+        str | None, Field(description="preview (confirm false): what to forget")
+    ] = None,
+    confirm: Annotated[bool, Field(description="false: preview only; true: delete")] = False,
+    token: Annotated[
+        str | None, Field(description="confirm (confirm true): the preview's token")
+    ] = None,
+) -> dict[str, Any]:
+    """Forget everything matching a query, everywhere (messages, summaries, memories, their
+    history, indexes, backups), as POST /forget: first with confirm false, which deletes
+    nothing and lists what would go (counts, ids, snippets) with a token; show that to the
+    person, then call again with confirm true and the token. Answers the receipt."""
+    asked = _validated(ForgetIn, query=query, confirm=confirm, token=token)
+    return forget_answer(current_agent.get(), asked, actor=ACTOR)
 
 
 # --- resources -----------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from memory import idempotency, index, jsonl, outage, scheduling
 from memory.consolidation import request_consolidation
-from memory.models import MainMessage, MessageType, Role, ShortTermMemory, Trigger
+from memory.models import MainMessage, MessageType, Role, Trigger
 from memory.subagent_run import RUN_METADATA_KEY, SubagentRun, stored_record, with_run
 from memory.tokens import estimate_tokens
 from memory.validation import (
@@ -470,26 +470,6 @@ def session_messages(agent_id: str, session_id: str) -> QuerySet[MainMessage]:
     return MainMessage.objects.filter(agent_id=agent_id, session_id=session_id).order_by(
         "timestamp", "id"
     )
-
-
-@dataclass(frozen=True)
-class SessionDeleted:
-    messages: int
-    summaries: int
-
-
-def session_delete(*, agent_id: str, session_id: str) -> SessionDeleted:
-    """Delete a session's messages (with their sub-agent transcripts), summaries and vectors.
-
-    Long-term memories learnt from the session stay: they belong to the agent, not the session.
-    """
-    with transaction.atomic():
-        summaries = delete_with_vectors(ShortTermMemory.objects.of_session(agent_id, session_id))
-        # Sub-agent rows go by the database's ON DELETE CASCADE, FTS rows by triggers.
-        messages = delete_with_vectors(
-            MainMessage.objects.filter(agent_id=agent_id, session_id=session_id)
-        )
-    return SessionDeleted(messages=messages, summaries=summaries)
 
 
 @dataclass(frozen=True)

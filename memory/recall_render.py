@@ -126,6 +126,12 @@ def compact(text: str, terms: Sequence[Term], limit: int) -> str:
     return _joined(flat, shown)
 
 
+def clear_cache() -> None:
+    """Drop the replies kept for the next call (after a forget request)."""
+    _read.cache_clear()
+    _said.cache_clear()
+
+
 @lru_cache(maxsize=256)
 def _read(text: str) -> tuple[str, tuple[tuple[int, int], ...]]:
     """The text with its whitespace collapsed, and each sentence's place in it; kept for the

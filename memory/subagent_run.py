@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.utils.translation import gettext_lazy
 
 from memory.models import MainMessage, Role
@@ -133,3 +133,9 @@ def runs_started(parents: QuerySet[MainMessage], results: QuerySet[MainMessage])
             key = (message.agent_id, message.session_id, run.parent_msg_id)
             runs.setdefault(key, {})[run.agent_name] = True
     return runs
+
+
+def transcript_count(parents: QuerySet[MainMessage]) -> int:
+    """How many sub-agent transcript rows hang from `parents` (they go with them, by the
+    database's ON DELETE CASCADE): a forget request's receipt counts them."""
+    return parents.aggregate(count=Count(REPLIES))["count"]

@@ -137,6 +137,11 @@ def _bigrams(folded_text: str) -> Counter[str]:
     return Counter(folded_text[i : i + 2] for i in range(len(folded_text) - 1))
 
 
+def clear_cache() -> None:
+    """Drop the texts kept for the next comparison (after a forget request)."""
+    _bigrams.cache_clear()
+
+
 def text_similarity(a: str, b: str) -> float:
     """Dice coefficient of character bigrams: language-neutral, 1.0 for the same text."""
     return _dice(folded(a), folded(b))

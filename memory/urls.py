@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from memory import views
+from memory import views, views_forget
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
@@ -29,4 +29,5 @@ urlpatterns = [
         "memories/<int:memory_id>/unarchive/", views.memory_unarchive_view, name="memory_unarchive"
     ),
     path("memories/<int:memory_id>/delete/", views.memory_delete_view, name="memory_delete"),
+    path("forget/", views_forget.forget_page, name="forget"),
 ]

@@ -22,6 +22,7 @@ from ninja.parser import Parser
 from ninja.renderers import JSONRenderer
 
 from memory.api import router as memory_router
+from memory.api_forget import router as forget_router
 from memory.auth import ApiKeyAuth
 from memory.jsonl import BackupFailed
 from memory.outage import (
@@ -197,6 +198,7 @@ api = OrcaAPI(
     urls_namespace="api-v1",
 )
 api.add_router("/", memory_router)
+api.add_router("/", forget_router)
 api.add_router("/", subagents_router)
 
 

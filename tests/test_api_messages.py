@@ -189,11 +189,17 @@ def test_deleting_a_session_removes_everything_hanging_from_it(api):
     response = api.delete("/sessions/s1")
 
     assert response.status_code == 200
-    assert response.json() == {"session_id": "s1", "deleted_messages": 2, "deleted_summaries": 1}
+    body = response.json()
+    assert (body["session_id"], body["deleted_messages"], body["deleted_summaries"]) == ("s1", 2, 1)
+    receipt = body["receipt"]
+    assert (receipt["scope"], receipt["session_id"], receipt["actor"]) == ("session", "s1", "api")
+    assert receipt["counts"]["messages"] == 2 and receipt["counts"]["transcripts"] == 1
+    assert receipt["ids"]["messages"] == sorted(receipt["ids"]["messages"])
     assert list(MainMessage.objects.values_list("id", flat=True)) == [kept["id"]]
     assert not SubagentMessage.objects.exists()
     assert not ShortTermMemory.objects.exists()
-    assert LongTermMemory.objects.count() == 1  # the agent's knowledge outlives the session
+    # Made from the session alone (no source rows before migration 0023: its session).
+    assert not LongTermMemory.objects.exists()
     assert (
         index.knn(
             index.MESSAGE_VECTORS,

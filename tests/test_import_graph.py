@@ -169,11 +169,13 @@ def test_it_names_by_path_only_the_tasks_of_memory_tasks():
 ENTRY_POINTS = {
     "memory.admin",
     "memory.api",
+    "memory.api_forget",
     "memory.apps",
     "memory.mcp_server",
     "memory.tasks",
     "memory.urls",
     "memory.views",
+    "memory.views_forget",
     "subagents.admin",
     "subagents.api",
     "subagents.apps",

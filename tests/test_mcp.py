@@ -56,6 +56,7 @@ TOOLS = {
     "update_memory": {"memory_id"},
     "expire_memory": {"memory_id"},
     "end_session": {"session_id"},
+    "forget": set(),
 }
 
 
@@ -315,6 +316,23 @@ def test_it_ends_a_session_for_consolidation(live_server, key):
     assert ended["session_id"] == "s-1" and ended["consolidation"] in ("queued", "deferred")
     run = ConsolidationRun.objects.get(agent_id="agent-a", session_id="s-1")
     assert run.trigger == "session_end"
+
+
+def test_it_forgets_a_query_after_a_preview(live_server, key):
+    call(live_server.url, key, "store_message", session_id="s-1", role="user", content="PIN 7731")
+    call(live_server.url, key, "store_message", session_id="s-1", role="user", content="hello")
+
+    preview = result(call(live_server.url, key, "forget", query="7731"))
+
+    assert preview["confirm"] is False and preview["counts"]["messages"] == 1
+    assert [item["snippet"] for item in preview["items"]] == ["PIN 7731"]
+    assert MainMessage.objects.count() == 2
+    assert "needs the preview's token" in error(call(live_server.url, key, "forget", confirm=True))
+
+    done = result(call(live_server.url, key, "forget", confirm=True, token=preview["token"]))
+
+    assert done["receipt"]["actor"] == "mcp" and done["receipt"]["counts"]["messages"] == 1
+    assert list(MainMessage.objects.values_list("content", flat=True)) == ["hello"]
 
 
 def test_it_ends_a_session_with_the_apis_answer(live_server, key, api, monkeypatch):

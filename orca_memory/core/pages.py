@@ -35,6 +35,7 @@ NAV_SECTIONS = {
     "messages": "sessions",
     "search": "search",
     "memories": "memories",
+    "forget": "forget",
 }
 
 
