@@ -17,8 +17,10 @@ What goes with the messages forgotten, in one transaction with the receipt:
 - the consolidation runs of the forgotten sessions;
 - the idempotency records naming a forgotten message are scrubbed (`idempotency.forget_messages`).
 After the commit, the lines of the forgotten messages leave the JSONL backup
-(`jsonl.backup_drop`), so `migrate_jsonl` of the backup folder cannot bring them back; a
-failure there is logged, and the database is already consistent. The API keys stay: they
+(`jsonl.backup_drop`), so `migrate_jsonl` of the backup folder cannot bring them back (for
+a session or an agent, its lines of messages said before the forget was asked: a message
+acknowledged meanwhile keeps its line); a failure there is logged, and the database is
+already consistent. The API keys stay: they
 are access, not memory (the admin revokes keys).
 
 A query ("forget everything matching X") is two steps. The preview (`forget_preview`) lists
@@ -42,11 +44,13 @@ import logging
 import re
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.core import signing
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.utils import timezone
 
 from memory import idempotency, index, jsonl, recall_render, text, vectors
 from memory.index_schema import Term, query_terms
@@ -126,7 +130,14 @@ class Tally:
 # --- the three scopes ------------------------------------------------------------------------
 
 
+def _said_by(line: Parsed, asked: datetime) -> bool:
+    """A backup line of a message said before the forget was asked: one the service
+    acknowledged after it (the same session, stored while the forget ran) keeps its line."""
+    return line.timestamp is None or line.timestamp <= asked
+
+
 def session_plan(*, agent_id: str, session_id: str) -> Plan:
+    asked = timezone.now()
     messages = MainMessage.objects.filter(agent_id=agent_id, session_id=session_id)
     memories = _left_without_sources(agent_id, messages, sessions_gone=[session_id])
     return Plan(
@@ -138,11 +149,12 @@ def session_plan(*, agent_id: str, session_id: str) -> Plan:
         memories=memories,
         history=_history_of(agent_id, memories, sessions_gone=[session_id]),
         runs=ConsolidationRun.objects.filter(agent_id=agent_id, session_id=session_id),
-        backup_lines=lambda line: line.session_id == session_id,
+        backup_lines=lambda line: line.session_id == session_id and _said_by(line, asked),
     )
 
 
 def agent_plan(*, agent_id: str) -> Plan:
+    asked = timezone.now()
     return Plan(
         agent_id=agent_id,
         scope=ForgetScope.AGENT,
@@ -152,7 +164,7 @@ def agent_plan(*, agent_id: str) -> Plan:
         memories=LongTermMemory.objects.filter(agent_id=agent_id),
         history=LongTermMemoryHistory.objects.filter(agent_id=agent_id),
         runs=ConsolidationRun.objects.filter(agent_id=agent_id),
-        backup_lines=lambda line: True,
+        backup_lines=lambda line: _said_by(line, asked),
     )
 
 

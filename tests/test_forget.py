@@ -322,6 +322,32 @@ def test_the_backup_rewrite_keeps_other_lines_byte_for_byte(
     assert oct(path.stat().st_mode & 0o777) == "0o600"
 
 
+@pytest.mark.parametrize("scope", ["session", "agent"])
+def test_a_message_stored_while_its_session_is_forgotten_keeps_its_backup_line(
+    scope, backup, django_capture_on_commit_callbacks, monkeypatch
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        add_message(f"forget {SECRET}")
+    plan = forgetting.session_plan if scope == "session" else forgetting.agent_plan
+
+    def planned_then_a_post(**scope_of):
+        # The plan is made; a client's next message is acknowledged before the forget runs.
+        made = plan(**scope_of)
+        with django_capture_on_commit_callbacks(execute=True):
+            add_message("stored while the forget ran")
+        return made
+
+    monkeypatch.setattr(forgetting, f"{scope}_plan", planned_then_a_post)
+    with django_capture_on_commit_callbacks(execute=True):
+        if scope == "session":
+            forget_session(agent_id="a1", session_id="s1", actor="api")
+        else:
+            forget_agent(agent_id="a1", actor="api")
+
+    kept = jsonl.backup_path("a1", "s1").read_text("utf-8")
+    assert "stored while the forget ran" in kept and SECRET not in kept
+
+
 def test_a_receipt_is_written_with_the_deletion_or_not_at_all(story, backup, monkeypatch):
     lines = jsonl.backup_path("a1", "s1").read_bytes()
 
