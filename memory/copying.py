@@ -353,17 +353,21 @@ def _copy_part(part: Part, source: str, target: str, there: Digest, progress: bo
     return copied
 
 
-def _reindex_out_of_order(target: str) -> None:
-    """Index again the messages a later id precedes in their session: when they were inserted
-    (in id order) the messages before them in time were not there yet, so `ctx` missed them."""
-    preceded = MainMessage.objects.using(target).filter(
+def reindex_out_of_order(*, using: str = "default", agent_id: str | None = None) -> None:
+    """Index again the messages a later id precedes in their session (of one agent, with
+    `agent_id`): when they were inserted in id order (a copy, an archive's import) the
+    messages before them in time were not there yet, so `ctx` missed them."""
+    messages = MainMessage.objects.using(using)
+    if agent_id is not None:
+        messages = messages.filter(agent_id=agent_id)
+    preceded = MainMessage.objects.using(using).filter(
         agent_id=OuterRef("agent_id"),
         session_id=OuterRef("session_id"),
         id__gt=OuterRef("id"),
         timestamp__lt=OuterRef("timestamp"),
     )
-    ids = MainMessage.objects.using(target).filter(Exists(preceded)).values_list("id", flat=True)
-    index.reindex_messages(list(ids), using=target)
+    ids = messages.filter(Exists(preceded)).values_list("id", flat=True)
+    index.reindex_messages(list(ids), using=using)
 
 
 def _reset_sequences(parts: Sequence[Part], target: str) -> None:
@@ -426,7 +430,7 @@ def database_copy(*, to: str, source: str = "default", progress: bool = False) -
             _copy_part(part, source, target, there, progress)
             for part, there in zip(parts, resume, strict=True)
         ]
-        _reindex_out_of_order(target)
+        reindex_out_of_order(using=target)
         if dimension := _vector_dimension(parts, source):
             index.create_vector_tables(dimension=dimension, using=target)  # the search index
         _reset_sequences(parts, target)

@@ -265,3 +265,34 @@ def import_file(
         report.failure = f"the database failed ({exc}); earlier batches are kept, run again"
     report.errors.sort()
     return report
+
+
+def report_lines(reports: list[FileReport], *, dry_run: bool, unit: str = "line") -> list[str]:
+    """What an import command prints of its reports: each file's counts, failure and errors
+    (`file:3: reason` for lines, `file: entry 3: reason` for other units), then the totals."""
+    verb = "would import" if dry_run else "imported"
+    lines = []
+    for report in reports:
+        lines.append(
+            f"{report.path}: {verb} {report.imported}, skipped {report.skipped} "
+            f"(already imported), errors {len(report.errors)}"
+        )
+        if report.failure:
+            lines.append(f"  {report.path}: {report.failure}")
+        for number, reason in report.errors:
+            where = (
+                f"{report.path}:{number}" if unit == "line" else f"{report.path}: {unit} {number}"
+            )
+            lines.append(f"  {where}: {reason}")
+    failed, failed_files = failures(reports)
+    total = sum(r.imported for r in reports)
+    lines.append(
+        f"{len(reports)} file(s): {verb} {total}, {failed} {unit}(s) failed"
+        + (f", {failed_files} file(s) failed." if failed_files else ".")
+    )
+    return lines
+
+
+def failures(reports: list[FileReport]) -> tuple[int, int]:
+    """How many entries (lines) and files of these reports could not be imported."""
+    return sum(len(r.errors) for r in reports), sum(1 for r in reports if r.failure)

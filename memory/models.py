@@ -409,10 +409,13 @@ AUTOMATIC_ACTORS = frozenset({CONSOLIDATION, CLEANUP})
 # The key of a history row's `changes` naming the consolidation run that created or merged
 # the memory (the session page lists each run's memories by it).
 RUN_NOTE = "consolidation_run"
+# The key of an imported memory's `create` history row naming the entry it came from
+# (memory.importers): importing the same file again adds nothing.
+IMPORT_NOTE = "import_fingerprint"
 # The history's fields holding times (as ISO text: `changes` and `old_values` are JSON).
 TIME_FIELDS = frozenset({"expires_at", "archived_at"})
 # What a history row may hold besides the fields it changed.
-NOTE_KEYS = frozenset({"reverted_to", "proposed_content", "content_kept", RUN_NOTE})
+NOTE_KEYS = frozenset({"reverted_to", "proposed_content", "content_kept", RUN_NOTE, IMPORT_NOTE})
 ACTION_LABELS = {
     MemoryAction.CREATE: _("created"),
     MemoryAction.UPDATE: _("edited"),

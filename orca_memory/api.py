@@ -22,6 +22,7 @@ from ninja.parser import Parser
 from ninja.renderers import JSONRenderer
 
 from memory.api import router as memory_router
+from memory.api_archive import router as archive_router
 from memory.api_forget import router as forget_router
 from memory.auth import ApiKeyAuth
 from memory.jsonl import BackupFailed
@@ -200,6 +201,7 @@ api = OrcaAPI(
 api.add_router("/", memory_router)
 api.add_router("/", forget_router)
 api.add_router("/", subagents_router)
+api.add_router("/", archive_router)
 
 
 def _error(

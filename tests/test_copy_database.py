@@ -219,13 +219,13 @@ def test_it_resumes_a_copy_that_stopped(store, other_url, monkeypatch):
 
 
 def test_it_detects_a_source_written_during_the_copy(store, other_url, monkeypatch):
-    reindex = copying._reindex_out_of_order
+    reindex = copying.reindex_out_of_order
 
-    def write_meanwhile(target: str) -> None:
-        reindex(target)
+    def write_meanwhile(*, using: str) -> None:
+        reindex(using=using)
         MainMessage.objects.filter(pk=store.ask.pk).update(content="changed meanwhile")
 
-    monkeypatch.setattr(copying, "_reindex_out_of_order", write_meanwhile)
+    monkeypatch.setattr(copying, "reindex_out_of_order", write_meanwhile)
 
     with pytest.raises(CopyError, match="main_messages differs after the copy"):
         database_copy(to=other_url)

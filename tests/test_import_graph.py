@@ -169,6 +169,7 @@ def test_it_names_by_path_only_the_tasks_of_memory_tasks():
 ENTRY_POINTS = {
     "memory.admin",
     "memory.api",
+    "memory.api_archive",
     "memory.api_forget",
     "memory.apps",
     "memory.mcp_server",

@@ -40,6 +40,8 @@ class Config:
     model_window: int
     max_content_bytes: int
     max_metadata_bytes: int
+    # The largest archive POST /import takes (memory.archive); manage.py import_agent has none.
+    max_import_bytes: int
     long_term_cap: int
     vector_cache_mb: int
     jsonl_backup: bool
@@ -211,6 +213,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("orca", "model_window", _positive_int, 8192),
     Setting("orca", "max_content_bytes", _positive_int, 1024 * 1024),
     Setting("orca", "max_metadata_bytes", _positive_int, 64 * 1024),
+    Setting("orca", "max_import_bytes", _positive_int, 256 * 1024 * 1024),
     Setting("orca", "long_term_cap", _positive_int, 10_000),
     Setting("orca", "vector_cache_mb", _non_negative_int, 512),
     Setting("orca", "jsonl_backup", _flag, False),

@@ -8,7 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from memory.jsonl_import import FileReport, import_file, jsonl_files
+from memory.jsonl_import import FileReport, failures, import_file, jsonl_files, report_lines
 from memory.models import DEFAULT_AGENT
 from memory.validation import InvalidInput, check_identifier
 
@@ -42,23 +42,9 @@ class Command(BaseCommand):
         self._summary(reports, dry_run=options["dry_run"])
 
     def _summary(self, reports: list[FileReport], *, dry_run: bool) -> None:
-        verb = "would import" if dry_run else "imported"
-        for report in reports:
-            self.stdout.write(
-                f"{report.path}: {verb} {report.imported}, skipped {report.skipped} "
-                f"(already imported), errors {len(report.errors)}"
-            )
-            if report.failure:
-                self.stdout.write(f"  {report.path}: {report.failure}")
-            for number, reason in report.errors:
-                self.stdout.write(f"  {report.path}:{number}: {reason}")
-        failed = sum(len(r.errors) for r in reports)
-        failed_files = sum(1 for r in reports if r.failure)
-        total = sum(r.imported for r in reports)
-        self.stdout.write(
-            f"{len(reports)} file(s): {verb} {total}, {failed} line(s) failed"
-            + (f", {failed_files} file(s) failed." if failed_files else ".")
-        )
+        for line in report_lines(reports, dry_run=dry_run):
+            self.stdout.write(line)
+        failed, failed_files = failures(reports)
         if failed or failed_files:
             raise CommandError(
                 f"{failed} line(s) and {failed_files} file(s) could not be imported (listed above)"
