@@ -29,4 +29,9 @@ urlpatterns = [
         "memories/<int:memory_id>/unarchive/", views.memory_unarchive_view, name="memory_unarchive"
     ),
     path("memories/<int:memory_id>/delete/", views.memory_delete_view, name="memory_delete"),
+    path(
+        "memories/<int:memory_id>/unsupersede/",
+        views.memory_unsupersede_view,
+        name="memory_unsupersede",
+    ),
 ]
