@@ -205,9 +205,11 @@ def health_notes(health: Health) -> list[str]:
 def dashboard(request: HttpRequest) -> HttpResponse:
     health = service_health()
     # The memories in the list's "active" state, which each count links to.
+    now = timezone.now()
     by_type = dict(
         LongTermMemory.objects.active()
-        .unexpired(timezone.now())
+        .unexpired(now)
+        .current(now)
         .values_list("memory_type")
         .annotate(count=Count("id"))
         .order_by()

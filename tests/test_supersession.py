@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from memory import consolidation, embeddings, vectors
+from memory.cleanup import cleanup
 from memory.context import context_build
 from memory.embeddings import LocalEmbedder
 from memory.extraction import Extracted, speaks_for_a_person
@@ -148,6 +149,16 @@ def test_the_chain_lists_both_sides_and_ends_at_a_deleted_memory(paris_then_berl
     LongTermMemory.objects.filter(pk=rome.pk).delete()
     assert (memory_chain(paris).newer, memory_chain(paris).deleted) == ([berlin], rome.pk)
     assert not memory_chain(fact("I like tea"))
+
+
+def test_the_cleanup_archives_superseded_memories_first(paris_then_berlin):
+    paris, berlin = paris_then_berlin
+    LongTermMemory.objects.filter(pk=paris.pk).update(access_count=9, confidence=1.0)
+
+    assert cleanup("agent-a", cap=1) == 1
+
+    assert LongTermMemory.objects.get(pk=paris.pk).archived_at is not None
+    assert LongTermMemory.objects.get(pk=berlin.pk).archived_at is None
 
 
 # --- reading: lists, as of, context ------------------------------------------------------------
