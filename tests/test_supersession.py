@@ -9,10 +9,12 @@ from functools import partial
 
 import numpy as np
 import pytest
+from django.utils import timezone
 
 from memory import consolidation, embeddings, vectors
 from memory.cleanup import cleanup
 from memory.context import context_build
+from memory.dates import day_label
 from memory.embeddings import LocalEmbedder
 from memory.extraction import Extracted, speaks_for_a_person
 from memory.memories import (
@@ -258,6 +260,8 @@ BOTH_HOLD = [
     ("我喜欢喝茶", "我现在也喜欢喝咖啡"),
     ("我姐姐住在罗马", "我哥哥住在奥斯陆"),
     ("我住在上海", "我哥哥搬到北京了"),
+    ("The user likes tea", "The user moved to Berlin"),
+    ("The user lives in Paris", "The user now works at Google"),
 ]
 
 
@@ -372,6 +376,38 @@ def test_consolidation_supersedes_by_the_default_models_vectors(
     assert current == {"I moved to Berlin", "I like tea", "I like coffee", "我搬到深圳了"}
     superseded = LongTermMemory.objects.filter(valid_until__isnull=False)
     assert {m.content for m in superseded} == {"I live in Paris", "我住在上海"}
+
+
+def test_the_rule_reads_past_the_extractors_labels():
+    # extraction.memory_text dates a statement with a relative time word and names the speaker.
+    dated = "[3 December 2026] Ana: My budget is now $800."
+    assert verdict("Ana: My budget is $500.", dated, similarity=None, same_subject=1)
+    same = verdict(
+        "[1 May 2026] Ana: My budget is now $800.", dated, similarity=None, same_subject=1
+    )
+    assert (same.supersedes, same.why) == (False, "the same value")
+
+
+def test_the_default_install_supersedes_end_to_end(clock, monkeypatch, default_model):
+    """The rule extractor and the default model, as `make run` has them."""
+    monkeypatch.setattr(embeddings, "configured_embedder", lambda: default_model)
+    consolidated("s1", "I live in Paris.", "我住在上海。", "I like green tea.")
+    vectors.embed_pending()
+    clock()
+
+    consolidated("s2", "I moved to Berlin last month.", "我搬到深圳了。", "I like coffee.")
+
+    current = sorted(m.content for m in memories_of("agent-a"))
+    assert current == [
+        "I like coffee.",
+        "I like green tea.",
+        "[3 December 2026] I moved to Berlin last month.".replace(
+            "3 December 2026", day_label(timezone.now().date())
+        ),
+        "我搬到深圳了。",
+    ]
+    old = LongTermMemory.objects.filter(valid_until__isnull=False)
+    assert sorted(m.content for m in old) == ["I live in Paris.", "我住在上海。"]
 
 
 def test_a_duplicate_still_merges(clock, one_memory_per_message):
