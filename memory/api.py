@@ -127,10 +127,29 @@ class MemoryOut(Schema):
         "may confirm the memory but keeps this text"
     )
     expired: bool
+    # Supersession (issue 34): when the fact became true and when a newer memory replaced it.
+    valid_from: datetime | None = Field(
+        description="when the fact was first said (null: created_at)"
+    )
+    valid_until: datetime | None = Field(
+        description="when a newer memory (superseded_by) replaced it; null while current"
+    )
+    superseded_by: int | None = Field(
+        description="the id of the memory that replaced it (it may have been deleted since)"
+    )
+    superseded: bool = Field(description="replaced by a newer memory: not current")
 
     @staticmethod
     def resolve_expired(memory: LongTermMemory) -> bool:
         return memory.is_expired()
+
+    @staticmethod
+    def resolve_superseded_by(memory: LongTermMemory) -> int | None:
+        return memory.superseded_by_id
+
+    @staticmethod
+    def resolve_superseded(memory: LongTermMemory) -> bool:
+        return memory.is_superseded()
 
 
 class MemoryHistoryOut(Schema):
@@ -161,6 +180,14 @@ class MemoryFilters(TextSchema):
     type: MemoryType | None = None
     q: str | None = Field(None, description="text to search for (words or Chinese)")
     include_expired: bool = False
+    include_superseded: bool = Field(
+        False, description="list the memories newer ones replaced too (by default: current only)"
+    )
+    as_of: Moment | None = Field(
+        None,
+        description="the memories that held at this time: said by then and not yet replaced "
+        "(not with include_superseded)",
+    )
 
 
 class SearchFilters(TextSchema):
@@ -666,12 +693,15 @@ def memory_or_404(agent_id: str, memory_id: int) -> LongTermMemory:
 @router.get("/memories", response=list[MemoryOut], tags=["memories"])
 @paginate
 def list_memories(request: HttpRequest, filters: Query[MemoryFilters]) -> Any:
-    """The agent's long-term memories; with `q`, best match first."""
+    """The agent's current long-term memories (none a newer one replaced), or the superseded
+    too, or those that held `as_of` a time; with `q`, best match first."""
     return memories_of(
         request.auth,
         memory_type=filters.type,
         query=filters.q,
         include_expired=filters.include_expired,
+        include_superseded=filters.include_superseded,
+        as_of=filters.as_of,
     )
 
 

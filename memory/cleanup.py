@@ -1,11 +1,13 @@
-"""Cleanup: an agent's long-term memories beyond `long_term_cap` are archived (kept), the
-least used and least confident first. Run after each consolidation (memory.consolidation).
+"""Cleanup: an agent's long-term memories beyond `long_term_cap` are archived (kept), those a
+newer memory superseded first, then the least used and least confident. Run after each
+consolidation (memory.consolidation).
 """
 
 from __future__ import annotations
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from memory import memories
@@ -14,7 +16,8 @@ from memory.vectors import drop_vectors
 
 
 def cleanup(agent_id: str, *, cap: int | None = None) -> int:
-    """Archive the least used, least confident memories beyond the cap; returns how many.
+    """Archive the superseded, then the least used, least confident memories beyond the cap;
+    returns how many.
 
     Archiving drops their vectors (memories.memory_archive). Memories archived before it did
     lose theirs here too.
@@ -30,7 +33,9 @@ def cleanup(agent_id: str, *, cap: int | None = None) -> int:
     if excess <= 0:
         return 0
     now = timezone.now()
-    victims = list(active.order_by("access_count", "confidence", "created_at", "id")[:excess])
+    # Superseded memories first (the oldest supersession first): they are out of recall.
+    order = (F("valid_until").asc(nulls_last=True), "access_count", "confidence", "created_at")
+    victims = list(active.order_by(*order, "id")[:excess])
     with transaction.atomic():
         for memory in victims:
             memories.memory_archive(memory, actor=CLEANUP, now=now, changes={"cap": cap})

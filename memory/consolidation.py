@@ -3,9 +3,14 @@ long-term memories.
 
 At session end or every 20 turns, the session is consolidated; an extracted memory close to an
 existing memory of the agent (`_duplicate_of`) updates it instead of duplicating it, keeping the
-text when a person curated it. An agent is consolidated at most once every 30 seconds: a
-request inside that window is deferred to its end, never dropped. Each run covers what the
-session said since its last run, and ends with the agent's cleanup (memory.cleanup).
+text when a person curated it. One that says the closest memory's value changed ("I moved to
+Berlin" after "I live in Paris") becomes a new memory that supersedes it (memory.supersession's
+conservative rule; with a chat model, the model chooses add, update, supersede or ignore for
+each item against its closest memories, and the rules decide when it fails).
+
+An agent is consolidated at most once every 30 seconds: a request inside that window is
+deferred to its end, never dropped. Each run covers what the session said since its last run,
+and ends with the agent's cleanup (memory.cleanup).
 
 With a chat model (`[llm]`, memory.llm) the model extracts memories from the turn summaries
 (memory.summaries); without one, or when it fails (unreachable, or not the JSON asked for,
@@ -26,10 +31,10 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from memory import embeddings, memories, scheduling, vectors
+from memory import embeddings, memories, scheduling, supersession, vectors
 from memory.cleanup import cleanup
 from memory.embeddings import EmbeddingError
-from memory.extraction import MEMORY_CHARS, Extracted, offline_extract
+from memory.extraction import MEMORY_CHARS, Extracted, offline_extract, statement_of
 from memory.llm import ChatClient, LLMError, configured_chat
 from memory.models import (
     CONSOLIDATION,
@@ -157,19 +162,35 @@ Vector = tuple[float, ...]
 Fresh = tuple[str, Vector]  # a memory this run created: its type and vector
 
 
-def _embed_items(items: list[Extracted]) -> tuple[list[Vector | None], float]:
+@dataclass(frozen=True)
+class Measures:
+    """What the configured model's similarities mean for dedup and supersession."""
+
+    duplicate: float = 1.0  # above this two memories say the same (1.0: no vectors)
+    same_subject: float = 1.0  # above this two memories are about one subject
+
+
+def _embed_items(items: list[Extracted]) -> tuple[list[Vector | None], Measures]:
     """The items' vectors, made before the write transaction (a provider may be slow), and
-    the similarity above which the model's vectors say the same. None for each when vectors
-    are unusable or the provider fails: text similarity decides alone, and the run goes on."""
+    what the model's similarities mean. None for each when vectors are unusable or the
+    provider fails: text similarity decides alone, and the run goes on."""
     embedder = embeddings.configured_embedder()
     if not items or embedder is None or not vectors.vector_search_status(embedder).enabled:
-        return [None] * len(items), 1.0
+        return [None] * len(items), Measures()
+    # Without their labels (day, speaker): an update said "now" is dated, and the day made
+    # "I moved to Berlin last month" 0.32 similar to "I live in Paris" instead of 0.415.
+    texts = [statement_of(item.content)[: vectors.MAX_EMBED_CHARS] for item in items]
     try:
-        found = embedder.embed([item.content[: vectors.MAX_EMBED_CHARS] for item in items])
+        found = embedder.embed(texts)
     except EmbeddingError as exc:
         logger.warning("Consolidation dedups by text only, the provider failed: %s", exc)
-        return [None] * len(items), 1.0
-    return [tuple(vector) for vector in found], embedder.thresholds.duplicate
+        return [None] * len(items), Measures()
+    thresholds = embedder.thresholds
+    covered = [embeddings.covers(embedder.signature, item.content) for item in items]
+    return (
+        [tuple(v) if ok else None for v, ok in zip(found, covered, strict=True)],
+        Measures(thresholds.duplicate, thresholds.same_subject),
+    )
 
 
 def _cosine(a: Vector, b: Vector) -> float:
@@ -177,12 +198,31 @@ def _cosine(a: Vector, b: Vector) -> float:
     return sum(x * y for x, y in zip(a, b, strict=True)) / norms if norms else 0.0
 
 
-def _duplicate_of(
-    agent_id: str, item: Extracted, vector: Vector | None, duplicate: float, fresh: dict[int, Fresh]
-) -> LongTermMemory | None:
-    """The agent's active memory of the item's type that the item repeats (its vector more
-    similar than `duplicate`, or its text than DUPLICATE_TEXT_SIMILARITY), if any, from a
-    short list of candidates found through the index.
+@dataclass(frozen=True)
+class Candidate:
+    """A current memory of the item's type near it: its vector's cosine similarity (None
+    when not among the nearest, or without vectors) and its text's (`text_similarity`)."""
+
+    memory: LongTermMemory
+    similarity: float | None
+    text_similarity: float
+
+    def margin(self, measures: Measures) -> float:
+        """How far above the duplicate levels (positive: a duplicate)."""
+        return max(
+            (self.similarity if self.similarity is not None else -1.0) - measures.duplicate,
+            self.text_similarity - DUPLICATE_TEXT_SIMILARITY,
+        )
+
+    def closeness(self) -> float:
+        return max(self.similarity or 0.0, self.text_similarity)
+
+
+def _candidates(
+    agent_id: str, item: Extracted, vector: Vector | None, fresh: dict[int, Fresh]
+) -> list[Candidate]:
+    """The agent's current memories of the item's type that may repeat or update it, closest
+    first, from a short list found through the index.
 
     With vectors, the nearest memories by cosine similarity; always, the best lexical
     matches by text similarity, which also finds memories not embedded yet (KNN cannot see
@@ -198,34 +238,49 @@ def _duplicate_of(
             if memory_type == item.memory_type:
                 similarity[memory_id] = _cosine(vector, created)
     lexical = memories.memories_like(agent_id=agent_id, text=item.content, k=DEDUP_CANDIDATES)
-    candidates = LongTermMemory.objects.active().filter(
-        agent_id=agent_id,
-        memory_type=item.memory_type,
-        pk__in=[*similarity, *(hit.id for hit in lexical)],
-    )
-    best, best_margin = None, 0.0
-    for memory in candidates:
-        margin = max(
-            similarity.get(memory.pk, -1.0) - duplicate,
-            text_similarity(memory.content, item.content) - DUPLICATE_TEXT_SIMILARITY,
+    found = (
+        LongTermMemory.objects.active()
+        .current(timezone.now())
+        .filter(
+            agent_id=agent_id,
+            memory_type=item.memory_type,
+            pk__in=[*similarity, *(hit.id for hit in lexical)],
         )
-        if margin > best_margin:
-            best, best_margin = memory, margin
-    return best
+    )
+    candidates = [
+        Candidate(memory, similarity.get(memory.pk), text_similarity(memory.content, item.content))
+        for memory in found
+    ]
+    return sorted(candidates, key=lambda c: (-c.closeness(), -c.memory.pk))
 
 
-def _store(
-    run: ConsolidationRun,
-    item: Extracted,
-    vector: Vector | None,
-    duplicate_similarity: float,
-    fresh: dict[int, Fresh],
-) -> bool:
-    """Merge the item into the memory it repeats (True), or create one (False)."""
-    duplicate = _duplicate_of(run.agent_id, item, vector, duplicate_similarity, fresh)
-    if duplicate is not None:
-        _merge(run, duplicate, item)
-        return True
+def _duplicate_of(candidates: list[Candidate], measures: Measures) -> LongTermMemory | None:
+    """The memory the item repeats (its vector more similar than the model's duplicate
+    level, or its text than DUPLICATE_TEXT_SIMILARITY), if any: the one most above."""
+    best = max(candidates, key=lambda c: c.margin(measures), default=None)
+    return best.memory if best is not None and best.margin(measures) > 0 else None
+
+
+def _superseded_by_rule(
+    candidates: list[Candidate], item: Extracted, measures: Measures
+) -> tuple[LongTermMemory, str] | None:
+    """The closest memory, when the item supersedes it by the offline rule
+    (memory.supersession), with why; None leaves both (a duplicate merges)."""
+    if not candidates:
+        return None
+    closest = candidates[0]
+    judged = supersession.verdict(
+        closest.memory.content,
+        item.content,
+        similarity=closest.similarity,
+        same_subject=measures.same_subject,
+    )
+    return (closest.memory, judged.why) if judged.supersedes else None
+
+
+def _create(
+    run: ConsolidationRun, item: Extracted, vector: Vector | None, fresh: dict[int, Fresh]
+) -> LongTermMemory:
     memory = memories.memory_create(
         agent_id=run.agent_id,
         content=item.content,
@@ -236,7 +291,192 @@ def _store(
     )
     if vector is not None:
         fresh[memory.pk] = (item.memory_type, vector)
-    return False
+    return memory
+
+
+def _supersede(
+    run: ConsolidationRun,
+    old: LongTermMemory,
+    item: Extracted,
+    vector: Vector | None,
+    fresh: dict[int, Fresh],
+    note: dict[str, Any],
+) -> None:
+    """A new memory that supersedes `old`. A curated memory too: its text stays, in the old
+    memory with its history, and a person can undo the supersession."""
+    new = _create(run, item, vector, fresh)
+    new.refresh_from_db(fields=["created_at", "valid_from"])
+    if new.said_at < old.said_at:
+        return  # the old one was said later (an import from the past): both stay
+    memories.memory_supersede(old, new, actor=CONSOLIDATION, note={RUN_NOTE: run.pk, **note})
+
+
+CREATED, MERGED, IGNORED = "created", "merged", "ignored"
+
+
+def _store(
+    run: ConsolidationRun,
+    item: Extracted,
+    vector: Vector | None,
+    measures: Measures,
+    fresh: dict[int, Fresh],
+) -> str:
+    """By the offline rules: supersede the closest memory when the item updates it, merge the
+    item into the memory it repeats, or create one. Returns what it did."""
+    candidates = _candidates(run.agent_id, item, vector, fresh)
+    superseded = _superseded_by_rule(candidates, item, measures)
+    if superseded is not None:
+        old, why = superseded
+        _supersede(run, old, item, vector, fresh, {"reason": why, "decided_by": "rules"})
+        return CREATED
+    duplicate = _duplicate_of(candidates, measures)
+    if duplicate is not None:
+        _merge(run, duplicate, item)
+        return MERGED
+    _create(run, item, vector, fresh)
+    return CREATED
+
+
+# --- the chat model's choice: add, update, supersede or ignore -------------------------------
+
+# How many of its closest memories the chat model sees beside an item.
+CHAT_CANDIDATES = 5
+CHAT_ACTIONS = ("add", "update", "supersede", "ignore")
+RULES_DECIDED = "the rules decided what each memory updates"
+
+DECISION_PROMPT = """下面每条新记忆后面列出了与它最相近的已有记忆（#编号）。为每条新记忆选一个动作：
+- add：新的信息，新增一条记忆（和已有记忆可以同时成立，例如"喜欢茶"和"也喜欢咖啡"）；
+- update：和某条已有记忆说的是同一件事、同一个值（重复或换了说法），合并进去，给出 id；
+- supersede：和某条已有记忆是同一件事，但值变了（搬家、换工作、预算变了），新增并取代它，给出 id；
+- ignore：不值得记住。
+只输出一个 JSON 对象，不要其他文字，格式：
+{{"decisions": [{{"item": 0, "action": "add|update|supersede|ignore", "id": 12}}]}}
+add 和 ignore 不需要 id。
+
+{items}"""
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: str  # one of CHAT_ACTIONS
+    memory_id: int | None = None  # the memory an update or a supersession names
+
+
+def _decision_prompt(items: list[Extracted], candidates: dict[int, list[Candidate]]) -> str:
+    lines = []
+    for number, near in candidates.items():
+        item = items[number]
+        lines.append(f"新记忆 {number} [{item.memory_type}]: {item.content}")
+        lines += [f"  #{c.memory.pk} [{c.memory.memory_type}]: {c.memory.content}" for c in near]
+    return DECISION_PROMPT.format(items="\n".join(lines))
+
+
+def _decision(entry: Any, candidates: dict[int, list[Candidate]]) -> tuple[int, Decision] | None:
+    """One entry of the answer as (item, decision), or None when it names an item not asked
+    about, an action not offered, or a memory not among the item's candidates."""
+    if not isinstance(entry, dict):
+        return None
+    number, action, memory_id = entry.get("item"), entry.get("action"), entry.get("id")
+    if not isinstance(number, int) or number not in candidates or action not in CHAT_ACTIONS:
+        return None
+    if action in ("add", "ignore"):
+        return number, Decision(action)
+    offered = {c.memory.pk for c in candidates[number]}
+    if isinstance(memory_id, bool) or not isinstance(memory_id, int) or memory_id not in offered:
+        return None
+    return number, Decision(action, memory_id)
+
+
+def _parse_decisions(answer: str, candidates: dict[int, list[Candidate]]) -> dict[int, Decision]:
+    """The valid decisions of an answer shaped as DECISION_PROMPT asks, by item (the first
+    for an item named twice); ValueError when it is not that JSON at all. An item left
+    without a valid decision goes the offline way."""
+    start, end = answer.find("{"), answer.rfind("}")
+    if start < 0 or end < start:
+        raise ValueError("no JSON object in the answer")
+    document = json.loads(answer[start : end + 1])
+    entries = document.get("decisions") if isinstance(document, dict) else None
+    if not isinstance(entries, list):
+        raise ValueError('no "decisions" list in the answer')
+    decisions: dict[int, Decision] = {}
+    for entry in entries:
+        valid = _decision(entry, candidates)
+        if valid is None:
+            logger.info("Consolidation: left out the chat model's decision %.200r", entry)
+        elif valid[0] not in decisions:
+            decisions[valid[0]] = valid[1]
+    return decisions
+
+
+def llm_decide(
+    chat: ChatClient, items: list[Extracted], candidates: dict[int, list[Candidate]]
+) -> dict[int, Decision]:
+    """The chat model's choice for each item that has memories near it, asked again once
+    when the answer is not the JSON asked for; raises LLMError when the model fails and
+    InvalidAnswer after a second bad answer."""
+    if not candidates:
+        return {}
+    prompt = _decision_prompt(items, candidates)
+    for attempt in (1, 2):
+        answer = chat.complete(prompt, json_object=True)
+        try:
+            return _parse_decisions(answer, candidates)
+        except ValueError as exc:
+            chat.usage.invalid_answer()
+            logger.warning("Decision answer %s was not the JSON asked for: %s", attempt, exc)
+    raise InvalidAnswer(INVALID_ANSWER_REASON)
+
+
+def _chat_decisions(
+    run: ConsolidationRun, items: list[Extracted], item_vectors: list[Vector | None]
+) -> dict[int, Decision]:
+    """With the chat model that extracted the items, its decisions, asked before the write
+    transaction (a model may be slow); none when it fails: the rules decide, and the run
+    says why."""
+    chat = configured_chat()
+    if run.extractor != "llm" or chat is None:
+        return {}
+    candidates = {
+        number: near[:CHAT_CANDIDATES]
+        for number, (item, vector) in enumerate(zip(items, item_vectors, strict=True))
+        if (near := _candidates(run.agent_id, item, vector, {}))
+    }
+    try:
+        return llm_decide(chat, items, candidates)
+    except LLMError as exc:
+        logger.warning("Decisions by the chat model failed, the rules decide: %s", exc)
+        chat.usage.fell_back()
+        run.reason = f"{str(exc)[:400]}: {RULES_DECIDED}"
+        return {}
+
+
+def _apply(
+    run: ConsolidationRun,
+    item: Extracted,
+    vector: Vector | None,
+    decision: Decision,
+    fresh: dict[int, Fresh],
+) -> str | None:
+    """What the chat model chose, in the write transaction; None when the memory it named
+    has changed state since (an earlier item superseded it): the rules decide then."""
+    if decision.action == "ignore":
+        return IGNORED
+    if decision.action == "add":
+        _create(run, item, vector, fresh)
+        return CREATED
+    memory = (
+        LongTermMemory.objects.active()
+        .current(timezone.now())
+        .filter(pk=decision.memory_id, agent_id=run.agent_id)
+        .first()
+    )
+    if memory is None:
+        return None
+    if decision.action == "update":
+        _merge(run, memory, item)
+        return MERGED
+    _supersede(run, memory, item, vector, fresh, {"decided_by": "chat model"})
+    return CREATED
 
 
 # --- consolidation runs: requests, the 30-second window, what each run covers ---------------
@@ -508,15 +748,17 @@ def run_consolidation(run_id: int) -> ConsolidationRun | None:
     run, covered = claimed
     try:
         extracted = _extract(run, covered)
-        item_vectors, duplicate_similarity = _embed_items(extracted)
+        item_vectors, measures = _embed_items(extracted)
+        decisions = _chat_decisions(run, extracted, item_vectors)
         fresh: dict[int, Fresh] = {}
         # Short: index lookups and small writes, nothing slow.
         with transaction.atomic():
-            for item, vector in zip(extracted, item_vectors, strict=True):
-                if _store(run, item, vector, duplicate_similarity, fresh):
-                    run.merged += 1
-                else:
-                    run.created += 1
+            for number, (item, vector) in enumerate(zip(extracted, item_vectors, strict=True)):
+                chosen = decisions.get(number)
+                done = None if chosen is None else _apply(run, item, vector, chosen, fresh)
+                done = done or _store(run, item, vector, measures, fresh)
+                run.created += done == CREATED
+                run.merged += done == MERGED
             _finish(run, RunStatus.DONE, run.reason)
     except Exception as exc:
         run.created = run.merged = 0  # the write transaction was rolled back

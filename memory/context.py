@@ -305,6 +305,7 @@ def _memory_item(
         memory.content,
         memory_type=memory.memory_type,
         expired=expired,
+        since=memory.said_at.date(),
         confidence=memory.confidence,
         access_count=memory.access_count,
         curated=memory.curated,
@@ -415,7 +416,8 @@ def _long_term(
 ) -> tuple[list[MemoryItem], list[LeftOut]]:
     """The memories chosen, and the candidates passed over with why."""
     method, scores = _long_term_candidates(agent_id, query, embedded.vector)
-    active = LongTermMemory.objects.filter(agent_id=agent_id).active()
+    # A superseded memory is out of active recall: the one that replaced it is there instead.
+    active = LongTermMemory.objects.filter(agent_id=agent_id).active().current(now)
     if method == "access_count" or query is None:
         return _most_used(active, query, now), []
     matched = [_memory_item(m, scores[m.pk], method, now) for m in active.filter(pk__in=scores)]

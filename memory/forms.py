@@ -77,6 +77,7 @@ class MemoryFilterForm(_ListFilterForm):
         "active": _("active"),
         "expired": _("expired"),
         "archived": _("archived"),
+        "superseded": _("superseded"),
     }
 
     # `?sort=` values (a leading "-" is descending, as in the admin) and their orders.
@@ -105,10 +106,14 @@ class MemoryFilterForm(_ListFilterForm):
         required=False, choices=[("", _("any type")), *MemoryType.choices]
     )
     state = forms.ChoiceField(required=False, choices=STATES.items())
+    # The memories that held at the end of that day (server time): said by then, superseded
+    # later or never.
+    as_of = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
 
     def memories(self, now: datetime) -> QuerySet[LongTermMemory]:
         """The memories the valid filters select in the chosen order, newest first by default
-        (invalid filters are ignored)."""
+        (invalid filters are ignored). Active ones are current (a newer memory replaced
+        none of them); superseded ones are their own state."""
         choice = self.cleaned_data
         memories = LongTermMemory.objects.with_origin()
         if choice.get("agent"):
@@ -117,13 +122,17 @@ class MemoryFilterForm(_ListFilterForm):
             memories = memories.filter(memory_type=choice["memory_type"])
         if choice.get("q"):
             memories = memories.filter(content__icontains=choice["q"])
+        if choice.get("as_of"):
+            memories = memories.as_of(_end_of(choice["as_of"]))
         state = choice.get("state")
         if state == "active":
-            memories = memories.active().unexpired(now)
+            memories = memories.active().unexpired(now).current(now)
         elif state == "expired":
             memories = memories.active().expired(now)
         elif state == "archived":
             memories = memories.filter(archived_at__isnull=False)
+        elif state == "superseded":
+            memories = memories.superseded(now)
         return memories.order_by(*self.order())
 
 

@@ -386,7 +386,10 @@ def list_memories(
     memory_type: Annotated[MemoryTypeArg | None, Field(description="only this type")] = None,
     state: Annotated[
         Literal["active", "all"],
-        Field(description="active: not expired (the default); all: expired ones too"),
+        Field(
+            description="active: current, not expired (the default); all: expired ones and "
+            "those newer memories replaced (superseded) too"
+        ),
     ] = "active",
 ) -> dict[str, Any]:
     """The agent's long-term memories, best match first with a query, else newest first: at
@@ -397,12 +400,14 @@ def list_memories(
         q=query,
         type=memory_type,
         include_expired=state == "all",
+        include_superseded=state == "all",
     )
     memories = memories_of(
         current_agent.get(),
         memory_type=filters.type,
         query=filters.q,
         include_expired=filters.include_expired,
+        include_superseded=filters.include_superseded,
     )
     shown = [_memory_out(memory) for memory in memories[:MEMORY_LIST_LIMIT]]
     # Counted in SQL, unless a text search has ranked them already (as the API's pages count).

@@ -7,6 +7,7 @@ after, so nothing a curator or a consolidation does is lost from view.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, overload
 
@@ -175,9 +176,18 @@ def memory_restore(
 
 
 def memory_delete(memory: LongTermMemory, *, actor: str) -> None:
-    """Delete the memory and its vector; its history stays, with what it was."""
+    """Delete the memory and its vector; its history stays, with what it was.
+
+    The memories it superseded are current again, or, when a newer memory had superseded it
+    in turn, superseded by that one: a chain never ends at a deleted memory this way.
+    """
     snapshot = {name: _jsonable(getattr(memory, name)) for name in sorted(EDITABLE_FIELDS)}
     with transaction.atomic():
+        for older in LongTermMemory.objects.filter(superseded_by_id=memory.pk):
+            if memory.superseded_by_id is None:
+                memory_unsupersede(older, actor=actor, note={"reason": DELETED_SUCCESSOR})
+            else:
+                _set_successor(older, memory.superseded_by_id, older.valid_until, actor=actor)
         _history(
             memory,
             MemoryAction.DELETE,
@@ -186,6 +196,111 @@ def memory_delete(memory: LongTermMemory, *, actor: str) -> None:
             old_values={k: v for k, v in snapshot.items() if k != "content"},
         )
         delete_with_vectors(LongTermMemory.objects.filter(pk=memory.pk))
+
+
+# Why a supersession was undone without a person asking.
+DELETED_SUCCESSOR = "the newer memory was deleted"
+
+
+def _set_successor(
+    memory: LongTermMemory,
+    successor: int | None,
+    until: datetime | None,
+    *,
+    actor: str,
+    note: dict[str, Any] | None = None,
+) -> LongTermMemory:
+    """Set who superseded the memory and since when (None, None: current again), with its
+    history row: `supersede` or `unsupersede`."""
+    old_values = {
+        "valid_until": _jsonable(memory.valid_until),
+        "superseded_by": memory.superseded_by_id,
+    }
+    with transaction.atomic():
+        memory.superseded_by_id, memory.valid_until = successor, until
+        memory.updated_at = timezone.now()
+        memory.save(update_fields=["superseded_by", "valid_until", "updated_at"])
+        _history(
+            memory,
+            MemoryAction.UNSUPERSEDE if successor is None else MemoryAction.SUPERSEDE,
+            actor,
+            changes={"valid_until": _jsonable(until), "superseded_by": successor, **(note or {})},
+            old_values=old_values,
+        )
+    return memory
+
+
+def memory_supersede(
+    old: LongTermMemory,
+    new: LongTermMemory,
+    *,
+    actor: str,
+    note: dict[str, Any] | None = None,
+) -> LongTermMemory:
+    """`new` replaces `old`: the old memory keeps its text and history and stops being
+    current when the new value was said (`new.said_at`). Returns the old memory.
+
+    Not an expiry or an archive: a superseded memory may be neither, and undoing it
+    (`memory_unsupersede`) leaves those alone."""
+    if old.pk == new.pk or old.agent_id != new.agent_id:
+        raise InvalidInput("a memory is superseded by another memory of its agent")
+    if old.valid_until is not None:
+        raise InvalidInput(f"memory #{old.pk} is superseded already")
+    if new.valid_until is not None:
+        raise InvalidInput(f"memory #{new.pk} is superseded itself")
+    if new.said_at < old.said_at:
+        raise InvalidInput(f"memory #{new.pk} was said before memory #{old.pk}")
+    return _set_successor(old, new.pk, new.said_at, actor=actor, note=note)
+
+
+def memory_unsupersede(
+    memory: LongTermMemory, *, actor: str, note: dict[str, Any] | None = None
+) -> LongTermMemory:
+    """The memory is current again (a supersession undone); one that is current already is
+    left as it is."""
+    if memory.valid_until is None and memory.superseded_by_id is None:
+        return memory
+    return _set_successor(memory, None, None, actor=actor, note=note)
+
+
+# The most memories a chain shows on each side of a memory.
+CHAIN_LIMIT = 20
+
+
+@dataclass(frozen=True)
+class Chain:
+    """A memory's place among the values of its subject: the memories it superseded (and
+    those they superseded), newest first; those that superseded it, oldest first; and the id
+    the newer side ends at when that memory was deleted (the column has no constraint)."""
+
+    older: list[LongTermMemory]
+    newer: list[LongTermMemory]
+    deleted: int | None
+
+    def __bool__(self) -> bool:
+        return bool(self.older or self.newer or self.deleted)
+
+
+def memory_chain(memory: LongTermMemory) -> Chain:
+    """The memory's chain of supersessions, at most CHAIN_LIMIT memories each way."""
+    older: list[LongTermMemory] = []
+    level = [memory.pk]
+    while level and len(older) < CHAIN_LIMIT:
+        found = list(
+            LongTermMemory.objects.filter(superseded_by_id__in=level).order_by("-valid_until")
+        )
+        older += found[: CHAIN_LIMIT - len(older)]
+        level = [m.pk for m in found]
+    newer: list[LongTermMemory] = []
+    successor, seen = memory.superseded_by_id, {memory.pk}
+    while successor is not None and successor not in seen and len(newer) < CHAIN_LIMIT:
+        found = LongTermMemory.objects.filter(pk=successor).first()
+        if found is None:
+            return Chain(older, newer, successor)
+        newer.append(found)
+        seen.add(successor)
+        successor = found.superseded_by_id
+    return Chain(older, newer, None)
 
 
 # What a bulk action does to each memory it selects: a single action's flow.
@@ -356,19 +471,30 @@ def memories_of(
     memory_type: str | None = None,
     query: str | None = None,
     include_expired: bool = False,
+    include_superseded: bool = False,
+    as_of: datetime | None = None,
     now: datetime | None = None,
 ) -> QuerySet[LongTermMemory] | RankedMemories:
-    """The agent's active memories: best text match first with a query, else newest first.
+    """The agent's active memories that are current (none superseded), or with
+    `include_superseded` the superseded ones too, or those that held `as_of` a time (said by
+    then, superseded later or never; expired then, with `include_expired`): best text match
+    first with a query, else newest first.
 
     With a query every match is ranked (an agent holds at most `long_term_cap` active
     memories), so the count a page reports is the number of matches, not a cap.
     """
+    if as_of is not None and include_superseded:
+        raise InvalidInput("as_of and include_superseded: choose one")
+    at = as_of or now or timezone.now()
     memories = LongTermMemory.objects.filter(agent_id=agent_id).active()
+    if as_of is not None:
+        memories = memories.as_of(as_of)
+    elif not include_superseded:
+        memories = memories.current(at)
     if memory_type is not None:
         memories = memories.filter(memory_type=memory_type)
     if not include_expired:
-        now = now or timezone.now()
-        memories = memories.unexpired(now)
+        memories = memories.unexpired(at)
     if not query:
         return memories.order_by("-created_at", "-id")
     # Every memory of the agent has one FTS row, archived ones included.

@@ -235,6 +235,20 @@ class LongTermMemoryQuerySet(models.QuerySet["LongTermMemory"]):
     def unexpired(self, now: datetime) -> LongTermMemoryQuerySet:
         return self.filter(models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=now))
 
+    def current(self, at: datetime) -> LongTermMemoryQuerySet:
+        """Not superseded at `at`: `valid_until` unset or later (expiry and archiving are
+        their own states)."""
+        return self.filter(models.Q(valid_until__isnull=True) | models.Q(valid_until__gt=at))
+
+    def superseded(self, at: datetime) -> LongTermMemoryQuerySet:
+        return self.filter(valid_until__lte=at)
+
+    def as_of(self, at: datetime) -> LongTermMemoryQuerySet:
+        """The memories that held at `at`: said by then (`valid_from`, else `created_at`) and
+        not yet superseded."""
+        said = models.Q(valid_from__lte=at) | models.Q(valid_from__isnull=True, created_at__lte=at)
+        return self.current(at).filter(said)
+
     def with_origin(self) -> LongTermMemoryQuerySet:
         """Each memory knows whether consolidation made it (`from_extraction`) without a
         query of its own: one subquery on the history's index, for a page of any size."""
@@ -326,6 +340,16 @@ class LongTermMemory(models.Model):
     def is_expired(self, now: datetime | None = None) -> bool:
         return self.expires_at is not None and self.expires_at <= (now or timezone.now())
 
+    def is_superseded(self, now: datetime | None = None) -> bool:
+        """A newer memory replaced it by `now` (the rule `current` applies to a queryset)."""
+        return self.valid_until is not None and self.valid_until <= (now or timezone.now())
+
+    @property
+    def said_at(self) -> datetime:
+        """When the fact became true, as far as the memory knows: its first source's time,
+        else when it was stored."""
+        return self.valid_from or self.created_at
+
     @property
     def from_extraction(self) -> bool:
         """Consolidation made it (rather than a person through the API, dashboard or admin)."""
@@ -399,6 +423,8 @@ class MemoryAction(models.TextChoices):
     DELETE = "delete"
     RESTORE = "restore"  # an expired memory made active again
     REVERT = "revert"  # back to an earlier version (`changes["reverted_to"]`)
+    SUPERSEDE = "supersede"  # a newer memory replaced it (`changes`: valid_until, superseded_by)
+    UNSUPERSEDE = "unsupersede"  # a supersession undone: current again
 
 
 # The service's own actors of history rows (every other actor is a person: `api`,
@@ -413,9 +439,19 @@ RUN_NOTE = "consolidation_run"
 # (memory.importers): importing the same file again adds nothing.
 IMPORT_NOTE = "import_fingerprint"
 # The history's fields holding times (as ISO text: `changes` and `old_values` are JSON).
-TIME_FIELDS = frozenset({"expires_at", "archived_at"})
+TIME_FIELDS = frozenset({"expires_at", "archived_at", "valid_until"})
 # What a history row may hold besides the fields it changed.
-NOTE_KEYS = frozenset({"reverted_to", "proposed_content", "content_kept", RUN_NOTE, IMPORT_NOTE})
+NOTE_KEYS = frozenset(
+    {
+        "reverted_to",
+        "proposed_content",
+        "content_kept",
+        RUN_NOTE,
+        IMPORT_NOTE,
+        "reason",
+        "decided_by",
+    }
+)
 ACTION_LABELS = {
     MemoryAction.CREATE: _("created"),
     MemoryAction.UPDATE: _("edited"),
@@ -425,6 +461,8 @@ ACTION_LABELS = {
     MemoryAction.DELETE: _("deleted"),
     MemoryAction.RESTORE: _("restored"),
     MemoryAction.REVERT: _("reverted"),
+    MemoryAction.SUPERSEDE: _("superseded"),
+    MemoryAction.UNSUPERSEDE: _("supersession undone"),
 }
 
 

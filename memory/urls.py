@@ -30,4 +30,9 @@ urlpatterns = [
     ),
     path("memories/<int:memory_id>/delete/", views.memory_delete_view, name="memory_delete"),
     path("forget/", views_forget.forget_page, name="forget"),
+    path(
+        "memories/<int:memory_id>/unsupersede/",
+        views.memory_unsupersede_view,
+        name="memory_unsupersede",
+    ),
 ]

@@ -42,10 +42,12 @@ from memory.forms import (
 from memory.health import Health, service_health
 from memory.memories import (
     memories_apply,
+    memory_chain,
     memory_delete,
     memory_expire,
     memory_revert,
     memory_unarchive,
+    memory_unsupersede,
     memory_update,
     memory_versions,
 )
@@ -203,9 +205,11 @@ def health_notes(health: Health) -> list[str]:
 def dashboard(request: HttpRequest) -> HttpResponse:
     health = service_health()
     # The memories in the list's "active" state, which each count links to.
+    now = timezone.now()
     by_type = dict(
         LongTermMemory.objects.active()
-        .unexpired(timezone.now())
+        .unexpired(now)
+        .current(now)
         .values_list("memory_type")
         .annotate(count=Count("id"))
         .order_by()
@@ -496,7 +500,12 @@ def _memory_page(request: HttpRequest, memory_id: int, *, partial: str) -> HttpR
             return render(request, "memory/memory.html#history", context)
         return render(request, "memory/memory_deleted.html", context)
     # On its own page the history sits under the card, which then needs no history toggle.
-    context = {"memory": memory, "history": history, "on_page": not request.htmx}
+    context = {
+        "memory": memory,
+        "history": history,
+        "on_page": not request.htmx,
+        "chain": memory_chain(memory),
+    }
     return render_page(request, "memory/memory.html", context, partial=partial)
 
 
@@ -607,6 +616,20 @@ def memory_revert_view(request: HttpRequest, memory_id: int) -> HttpResponse:
     else:
         note = _("Memory #%(id)d reverted to version %(version)d.")
         messages.success(request, note % {"id": memory_id, "version": version})
+    return redirect("memory", memory_id)
+
+
+@login_required
+@needs(CHANGE_MEMORIES)
+@require_POST
+def memory_unsupersede_view(request: HttpRequest, memory_id: int) -> HttpResponse:
+    """Undo a supersession: the memory is current again (a plain form: its page shows it)."""
+    memory = object_or_404(LongTermMemory, memory_id, MEMORY)
+    if memory.valid_until is None:
+        messages.info(request, _("Memory #%(id)d is current already.") % {"id": memory_id})
+    else:
+        memory_unsupersede(memory, actor=_actor(request))
+        messages.success(request, _("Memory #%(id)d is current again.") % {"id": memory_id})
     return redirect("memory", memory_id)
 
 

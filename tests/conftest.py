@@ -4,6 +4,7 @@ import json
 
 import pytest
 from django.db import connection
+from django.utils import translation
 
 
 @pytest.fixture
@@ -16,6 +17,14 @@ def sql():
             return cursor.fetchall() if cursor.description else []
 
     return run
+
+
+@pytest.fixture(autouse=True)
+def _the_default_language_after_each_test():
+    """A request in Chinese (a cookie, Accept-Language) leaves the thread's language active
+    after its response: the next test would read translated messages."""
+    yield
+    translation.deactivate()
 
 
 @pytest.fixture(autouse=True)
@@ -139,8 +148,9 @@ def conversation(db):
 
 @pytest.fixture
 def chat(monkeypatch):
-    """The chat model (summaries, extraction) as a MockTransport: append `answers` (str) in
-    the order they are asked; `prompts` records what was asked."""
+    """The chat model (summaries, extraction) as a MockTransport: append `answers` (str, or
+    an int: the HTTP status of a failure) in the order they are asked; `prompts` records what
+    was asked."""
     import httpx
 
     from memory import consolidation, summaries
@@ -152,6 +162,8 @@ def chat(monkeypatch):
     def handler(request: httpx.Request) -> httpx.Response:
         prompts.append(json.loads(request.content)["messages"][0]["content"])
         text = answers.pop(0)
+        if isinstance(text, int):  # a status the server fails with
+            return httpx.Response(text, json={"error": "refused"})
         return httpx.Response(
             200, json={"choices": [{"message": {"role": "assistant", "content": text}}]}
         )

@@ -40,6 +40,9 @@ def summary(content: str, *, session: str = "s1", agent: str = "a1") -> ShortTer
 def memory(
     content: str, memory_type: str = "fact", *, agent: str = "a1", **fields
 ) -> LongTermMemory:
+    """Said on THURSDAY unless given: its line's day ("since 3 December 2026") has a fixed
+    length."""
+    fields.setdefault("valid_from", THURSDAY)
     return LongTermMemory.objects.create(
         agent_id=agent, content=content, memory_type=memory_type, **fields
     )
@@ -160,8 +163,8 @@ def test_expired_memories_are_down_weighted_not_dropped(fake_embedder):
 
 def test_over_budget_it_cuts_long_term_then_short_term_then_the_oldest_messages(on_thursday):
     # Rendered sizes: a summary line "- " + 240 chars + newline = 61 tokens, a memory line
-    # "- [fact] " + 400 chars + newline = 103; the section headers 7 and 11 tokens, the
-    # date line DATE_LINE.
+    # "- [fact, since 3 December 2026] " + 400 chars + newline = 109; the section headers 7
+    # and 11 tokens, the date line DATE_LINE.
     for _ in range(6):  # 6 x 50 = 300 = the working share of a 1000 window
         add_message(tokens(50), role="assistant")
     for i in range(3):
@@ -169,14 +172,14 @@ def test_over_budget_it_cuts_long_term_then_short_term_then_the_oldest_messages(
     for i in range(2):
         memory(tokens(100, f"m{i}xx"), access_count=5)
 
-    # 12 + 300 + (7 + 3 x 61) + (11 + 2 x 103) = 719 > 600: long-term goes to 1 item, 616
+    # 12 + 300 + (7 + 3 x 61) + (11 + 2 x 109) = 731 > 600: long-term goes to 1 item, 622
     # still over.
     context = context_build(agent_id="a1", session_id="s1", query=None, model_window=1000)
     assert context.cuts == [
         "long_term cut from 2 to 1 item",
         "short_term cut from 3 to 1 item",
     ]
-    assert context.used == DATE_LINE + 300 + (7 + 61) + (11 + 103) <= context.budget
+    assert context.used == DATE_LINE + 300 + (7 + 61) + (11 + 109) <= context.budget
     assert [o.reason for o in context.layers["long_term"].left_out] == ["over budget"]
 
     # Still over after both cuts: the oldest working messages go, the newest stay.
@@ -188,7 +191,7 @@ def test_over_budget_it_cuts_long_term_then_short_term_then_the_oldest_messages(
         "short_term cut from 3 to 1 item",
         "working memory dropped its 3 oldest message(s)",
     ]
-    assert context.used == DATE_LINE + (7 + 171) + (11 + 203) + 3 * 50 <= context.budget
+    assert context.used == DATE_LINE + (7 + 171) + (11 + 209) + 3 * 50 <= context.budget
     assert len(context.layers["working"].items) == 3
     assert sum(estimate_tokens(m["content"]) for m in context.messages) <= context.budget
 

@@ -36,6 +36,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import CallToolResult
 
 from memory.auth import api_key_create, api_key_revoke
+from memory.memories import memory_supersede
 from memory.models import ConsolidationRun, LongTermMemory, LongTermMemoryHistory, MainMessage
 from tests.helpers import ROOT, database_url, last_line, manage, service_env
 from tests.test_access_log import free_port, procfile_web_command, wait_for
@@ -299,6 +300,28 @@ def test_it_remembers_updates_and_expires_a_memory_keeping_its_history(live_serv
         ("expire", "mcp"),
     ]
     assert history[1].old_content == "The user prefers green tea."
+
+
+def test_list_memories_shows_current_ones_and_superseded_ones_only_with_state_all(live_server, key):
+    url = live_server.url
+    paris = result(call(url, key, "remember", content="I live in Paris", memory_type="fact"))
+    berlin = result(call(url, key, "remember", content="I moved to Berlin", memory_type="fact"))
+    memory_supersede(
+        LongTermMemory.objects.get(pk=paris["id"]),
+        LongTermMemory.objects.get(pk=berlin["id"]),
+        actor="consolidation",
+    )
+
+    active = result(call(url, key, "list_memories"))
+    found = result(call(url, key, "list_memories", query="Paris"))
+    every = result(call(url, key, "list_memories", state="all"))
+
+    assert [m["id"] for m in active["memories"]] == [berlin["id"]] and active["count"] == 1
+    assert found == {"count": 0, "memories": []}
+    assert {m["id"]: m["superseded_by"] for m in every["memories"]} == {
+        berlin["id"]: None,
+        paris["id"]: berlin["id"],
+    }
 
 
 def test_it_ends_a_session_for_consolidation(live_server, key):

@@ -64,6 +64,7 @@ def curation(c) -> list[tuple[str, str]]:
         ("get", reverse("memory_delete", args=[c.tea.pk])),
         ("post", reverse("memory_delete", args=[c.tea.pk])),
         ("post", reverse("memory_revert", args=[c.tea.pk])),
+        ("post", reverse("memory_unsupersede", args=[c.tea.pk])),
         ("post", reverse("memories_bulk")),
     ]
 
