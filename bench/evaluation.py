@@ -158,12 +158,12 @@ def session_time(text: str) -> datetime:
     return datetime.strptime(text, "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
 
 
-def _message_fields(turn: dict[str, Any], count: int) -> dict[str, Any]:
+def _message_fields(turn: dict[str, Any], count: int, role: str) -> dict[str, Any]:
     """A turn as a message said by its speaker at its session's time (count: turns before it)."""
     return {
         "agent_id": turn["conversation_id"],
         "session_id": session_key(turn["session_id"]),
-        "role": Role.USER,
+        "role": role,
         "content": turn["text"],
         "metadata": {"turn_id": turn["turn_id"], "speaker": turn["speaker"]},
         "timestamp": session_time(turn["session_datetime"]) + timedelta(seconds=count),
@@ -172,12 +172,26 @@ def _message_fields(turn: dict[str, Any], count: int) -> dict[str, Any]:
 
 def load_conversations(path: Path, *, limit: int | None = None) -> int:
     """Every turn (or the first `limit`) as a message, said by its speaker at its session's
-    time."""
+    time, with the roles an agent stores (`speaker_roles`)."""
     count = 0
+    roles = speaker_roles()
     for turn in itertools.islice(_lines(path), limit):
-        message_add(**_message_fields(turn, count))
+        message_add(**_message_fields(turn, count, roles(turn)))
         count += 1
     return count
+
+
+def speaker_roles() -> Callable[[dict[str, Any]], str]:
+    """The role of each turn as an agent stores a conversation: its first speaker is `user`,
+    the other `assistant` (named in the metadata: LoCoMo's second person stays a person's
+    words, an agent set's "Assistant" is the agent)."""
+    first_speaker: dict[str, str] = {}
+
+    def role(turn: dict[str, Any]) -> str:
+        first = first_speaker.setdefault(turn["conversation_id"], turn["speaker"])
+        return Role.USER if turn["speaker"] == first else Role.ASSISTANT
+
+    return role
 
 
 def _store_question(question: dict[str, Any], embedder: Embedder | None) -> MainMessage:
@@ -198,8 +212,9 @@ def _store_question(question: dict[str, Any], embedder: Embedder | None) -> Main
 def conversation_sessions(path: Path) -> dict[tuple[str, str], list[MainMessage]]:
     """Each (agent, session)'s turns as unsaved messages, as load_conversations stores them."""
     sessions: dict[tuple[str, str], list[MainMessage]] = defaultdict(list)
+    roles = speaker_roles()
     for count, turn in enumerate(_lines(path)):
-        message = MainMessage(**_message_fields(turn, count))
+        message = MainMessage(**_message_fields(turn, count, roles(turn)))
         sessions[(message.agent_id, message.session_id)].append(message)
     return dict(sessions)
 
@@ -252,15 +267,14 @@ def replay_conversations(path: Path, *, end_session: Callable[[str, str], None])
     its sessions in order, the first speaker as `user` and the other as `assistant`, each
     session ended (`end_session(agent, session)`) right after its last message."""
     count = 0
-    first_speaker: dict[str, str] = {}
+    roles = speaker_roles()
     current: tuple[str, str] | None = None
     for turn in _lines(path):
-        fields = _message_fields(turn, count)
+        fields = _message_fields(turn, count, roles(turn))
         if current is not None and current != (fields["agent_id"], fields["session_id"]):
             end_session(*current)
         current = (fields["agent_id"], fields["session_id"])
-        first = first_speaker.setdefault(fields["agent_id"], turn["speaker"])
-        message_add(**fields | {"role": Role.USER if turn["speaker"] == first else Role.ASSISTANT})
+        message_add(**fields)
         count += 1
     if current is not None:
         end_session(*current)

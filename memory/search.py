@@ -7,7 +7,7 @@ lexically and say why in `degraded`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, get_args
@@ -15,8 +15,10 @@ from typing import Any, Literal, get_args
 from django.utils import timezone
 
 from memory import index
+from memory.extraction import speaks_for_a_person
 from memory.index import Filter, Hit
-from memory.models import MainMessage
+from memory.models import MainMessage, Role
+from memory.questions import asks_about_replies
 from memory.text import folded
 from memory.validation import InvalidInput
 from memory.vectors import QueryEmbedding, query_embedding
@@ -31,6 +33,12 @@ MAX_K = 100
 POOL = 50
 # How recent a message repeating the query must be to count as the caller's own question.
 ECHO_WINDOW = timedelta(minutes=10)
+# The agent's own replies run to hundreds of words and say many words of any query: ranked by
+# words and meaning alone they held 44% of the top 10 on agent_sessions, whose questions ask
+# what the person said. They count at this share of their score, unless the query asks what
+# the agent said (memory.questions.asks_about_replies). A reply by a named person (LoCoMo's
+# second speaker) is a person's words and keeps its score.
+REPLY_WEIGHT = 0.6
 
 
 @dataclass(frozen=True)
@@ -145,6 +153,7 @@ class Candidates:
     k: int
     ranked: tuple[Ranked, ...]
     degraded: tuple[str, ...]
+    replies_weighed: bool  # the agent's replies count at REPLY_WEIGHT
 
     def best(self, fuse: Fusion) -> SearchResult:
         """The best k, hybrid candidates scored by `fuse`, the others by their one score."""
@@ -153,6 +162,9 @@ class Candidates:
         else:
             part = "vector" if self.mode == "vector" else "lexical"
             scores = {c.id: getattr(c, part) for c in self.ranked}
+        if self.replies_weighed:
+            for pk in _agent_replies(self.agent_id, scores):
+                scores[pk] = _weighed(scores[pk])
         best = sorted(self.ranked, key=lambda c: (-scores[c.id], c.id))[: self.k]
         messages = MainMessage.objects.filter(agent_id=self.agent_id).in_bulk([c.id for c in best])
         hits = [
@@ -168,6 +180,18 @@ class Candidates:
             if c.id in messages  # a vector whose message was deleted meanwhile
         ]
         return SearchResult(mode=self.mode, hits=hits, degraded=list(self.degraded))
+
+
+def _agent_replies(agent_id: str, ids: Iterable[int]) -> set[int]:
+    """Which of these messages are the agent's own replies (not a named person's words)."""
+    replies = MainMessage.objects.filter(agent_id=agent_id, pk__in=ids, role=Role.ASSISTANT)
+    return {m.pk for m in replies.only("pk", "role", "metadata") if not speaks_for_a_person(m)}
+
+
+def _weighed(score: float) -> float:
+    """A reply's score lowered by REPLY_WEIGHT, on either side of zero (a cosine may be
+    negative)."""
+    return score * REPLY_WEIGHT if score > 0 else score / REPLY_WEIGHT
 
 
 def _merge(lexical: list[Hit], vector: list[Hit]) -> list[Ranked]:
@@ -260,7 +284,9 @@ def candidates(
     since = None if query.since is None else _utc(query.since)
     until = None if query.until is None else _utc(query.until)
     # One more than needed: the caller's own question may be among them (`_without_echoes`).
-    pool = (max(query.k, POOL) if query.mode == "hybrid" else query.k) + 1
+    # Replies weighed: each list brings a pool, so that the person's words can move up.
+    weighed = not asks_about_replies(query.text)
+    pool = (max(query.k, POOL) if query.mode == "hybrid" or weighed else query.k) + 1
     mode = query.mode
     degraded: list[str] = []
     vectors: list[Hit] = []
@@ -297,7 +323,7 @@ def candidates(
         ranked = _without_echoes(ranked, query.text)
     if mode == "hybrid" and query_vector is not None:
         ranked = _with_similarities(ranked, agent_id, query_vector)
-    return Candidates(agent_id, mode, query.k, tuple(ranked), tuple(degraded))
+    return Candidates(agent_id, mode, query.k, tuple(ranked), tuple(degraded), weighed)
 
 
 def search_agents(*, agent_ids: Sequence[str], query: SearchQuery) -> SearchResult:

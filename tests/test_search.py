@@ -401,3 +401,48 @@ def test_the_api_leaves_out_the_callers_session_and_own_question(api):
         "the kayak in the garage",
     }
     assert [h["message"]["session_id"] for h in session_left_out] == ["past"]
+
+
+# The person's words in passing against the agent's long replies that say the query's words
+# more often, in English and Chinese; a named assistant (LoCoMo's second person) is a person.
+REPLY_CASES = [
+    pytest.param(
+        "which laptop should I buy for travel",
+        "By the way, my old travel laptop died on the train last week.",
+        "Good question. What matters most is weight and battery life: for a laptop you carry "
+        "every day, stay under 1.4 kg, and check the charger works on travel adapters before "
+        "you buy one.",
+        "What laptop did you tell me to buy for travel?",
+        id="en",
+    ),
+    pytest.param(
+        "旅行用的笔记本电脑买哪款",
+        "顺便说一下，我的旧笔记本电脑上周在火车上坏了。",
+        "好问题。旅行买笔记本电脑，最重要的是重量和续航：每天背着的，选一点四公斤以下的，"
+        "买之前确认充电器在转换插头上能用。",
+        "你之前推荐我买哪款旅行用的笔记本电脑？",
+        id="zh",
+    ),
+]
+
+
+@pytest.mark.parametrize(("query", "said", "reply", "about_the_reply"), REPLY_CASES)
+def test_the_agents_replies_count_less_than_the_persons_words(
+    query, said, reply, about_the_reply, monkeypatch
+):
+    person = add_message(said)
+    agent = add_message(reply, role="assistant")
+    named = add_message(reply, role="assistant", agent_id="a2", metadata={"speaker": "Melanie"})
+    add_message(said, agent_id="a2")
+
+    def ranked(agent_id: str, text: str) -> list[int]:
+        return ids(search(agent_id=agent_id, query=SearchQuery(text, mode="lexical")))
+
+    # The reply says the query's words more often: by words alone it comes first.
+    monkeypatch.setattr(search_module, "REPLY_WEIGHT", 1.0)
+    assert ranked("a1", query) == [agent.pk, person.pk]
+    monkeypatch.undo()
+    assert ranked("a1", query) == [person.pk, agent.pk]
+    # Asked what the agent said, its reply is the answer; a named person's reply is a person's.
+    assert ranked("a1", about_the_reply)[0] == agent.pk
+    assert ranked("a2", query)[0] == named.pk
