@@ -117,6 +117,17 @@ class MemoryPatch(TextSchema):
     source_session: str | None = None
 
 
+class MessageSourceOut(Schema):
+    message_id: int
+    session_id: str
+    role: Role
+    timestamp: datetime
+
+
+class PersonSourceOut(Schema):
+    written_by: str = Field(description="the person's actor: api, ui:<user>, admin:<user>")
+
+
 class MemoryOut(Schema):
     id: int
     content: str
@@ -134,10 +145,32 @@ class MemoryOut(Schema):
         "may confirm the memory but keeps this text"
     )
     expired: bool
+    valid_from: datetime | None = Field(
+        description="when the fact was first said (its earliest source message's time); null: "
+        "since created_at"
+    )
+    sources: list[MessageSourceOut | PersonSourceOut] = Field(
+        description="where the memory came from: the messages an extraction found it in, "
+        "oldest first, then the people who wrote or reworded it"
+    )
 
     @staticmethod
     def resolve_expired(memory: LongTermMemory) -> bool:
         return memory.is_expired()
+
+    @staticmethod
+    def resolve_sources(memory: LongTermMemory) -> list[dict[str, Any]]:
+        return [
+            {"written_by": source.written_by}
+            if source.message is None
+            else {
+                "message_id": source.message.pk,
+                "session_id": source.message.session_id,
+                "role": source.message.role,
+                "timestamp": source.message.timestamp,
+            }
+            for source in memory.source_list()
+        ]
 
 
 class MemoryHistoryOut(Schema):
@@ -265,6 +298,7 @@ class ContextItemOut(Schema):
                     "confidence": item.confidence,
                     "access_count": item.access_count,
                     "curated": item.curated,
+                    "source_ids": list(item.source_ids),
                 }
             case RecalledItem():
                 return {
