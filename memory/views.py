@@ -496,8 +496,36 @@ def _memory_page(request: HttpRequest, memory_id: int, *, partial: str) -> HttpR
             return render(request, "memory/memory.html#history", context)
         return render(request, "memory/memory_deleted.html", context)
     # On its own page the history sits under the card, which then needs no history toggle.
-    context = {"memory": memory, "history": history, "on_page": not request.htmx}
+    context = {
+        "memory": memory,
+        "history": history,
+        "on_page": not request.htmx,
+        "sources": _sources(memory),
+    }
     return render_page(request, "memory/memory.html", context, partial=partial)
+
+
+@dataclass(frozen=True)
+class Source:
+    """A memory's source as its page lists it: a message, linked to its place in its
+    session, or the person who wrote the memory."""
+
+    message: MainMessage | None
+    url: str | None
+    written_by: str | None
+
+
+def _sources(memory: LongTermMemory) -> list[Source]:
+    return [
+        Source(
+            source.message,
+            message_url(memory.agent_id, source.message.session_id, source.message.pk),
+            None,
+        )
+        if source.message is not None
+        else Source(None, None, source.written_by)
+        for source in memory.source_list()
+    ]
 
 
 @login_required
