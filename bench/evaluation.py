@@ -472,7 +472,7 @@ def evaluate_extractor(path: Path) -> ExtractorReport:
     report = ExtractorReport(messages=Counter(), memories=[])
     for (conversation, _), messages in conversation_sessions(path).items():
         report.messages[conversation] += len(messages)
-        for extracted, message in extract_with_sources(messages):
+        for extracted, (message, *_) in extract_with_sources(messages):
             report.memories.append(
                 {
                     "conversation": conversation,

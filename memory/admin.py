@@ -7,6 +7,7 @@ from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 
 from memory import scheduling
@@ -209,12 +210,39 @@ class LongTermMemoryAdmin(admin.ModelAdmin):
         "created_at",
         "updated_at",
         "archived_at",
+        "valid_from",
+        "sources",
     ]
     actions = ["expire", "restore", "unarchive", reembed]
 
     @admin.display(description="content")
     def short_content(self, obj: LongTermMemory) -> str:
         return _short(obj.content)
+
+    @admin.display(description="sources")
+    def sources(self, obj: LongTermMemory) -> str:
+        """Where it came from, to read: consolidation and memory.memories write the sources."""
+        if obj.pk is None:
+            return "-"
+        rows = [
+            format_html(
+                '<li><a href="{}">message #{}</a> · {} · session {} · {}: {}</li>',
+                reverse("admin:memory_mainmessage_change", args=[source.message.pk]),
+                source.message.pk,
+                source.message.role,
+                source.message.session_id,
+                source.message.timestamp.isoformat(),
+                _short(source.message.content),
+            )
+            if source.message is not None
+            else format_html("<li>written by {}</li>", source.written_by)
+            for source in obj.source_list()
+        ]
+        return (
+            format_html("<ul>{}</ul>", format_html_join("", "{}", ((row,) for row in rows)))
+            if rows
+            else "-"
+        )
 
     def view_on_site(self, obj: LongTermMemory) -> str:
         return reverse("memory", args=[obj.pk])

@@ -110,6 +110,17 @@ class MemoryPatch(TextSchema):
     source_session: str | None = None
 
 
+class MessageSourceOut(Schema):
+    message_id: int
+    session_id: str
+    role: Role
+    timestamp: datetime
+
+
+class PersonSourceOut(Schema):
+    written_by: str = Field(description="the person's actor: api, ui:<user>, admin:<user>")
+
+
 class MemoryOut(Schema):
     id: int
     content: str
@@ -129,7 +140,8 @@ class MemoryOut(Schema):
     expired: bool
     # Supersession (issue 34): when the fact became true and when a newer memory replaced it.
     valid_from: datetime | None = Field(
-        description="when the fact was first said (null: created_at)"
+        description="when the fact was first said (its earliest source message's time); null: "
+        "since created_at"
     )
     valid_until: datetime | None = Field(
         description="when a newer memory (superseded_by) replaced it; null while current"
@@ -138,6 +150,10 @@ class MemoryOut(Schema):
         description="the id of the memory that replaced it (it may have been deleted since)"
     )
     superseded: bool = Field(description="replaced by a newer memory: not current")
+    sources: list[MessageSourceOut | PersonSourceOut] = Field(
+        description="where the memory came from: the messages an extraction found it in, "
+        "oldest first, then the people who wrote or reworded it"
+    )
 
     @staticmethod
     def resolve_expired(memory: LongTermMemory) -> bool:
@@ -150,6 +166,20 @@ class MemoryOut(Schema):
     @staticmethod
     def resolve_superseded(memory: LongTermMemory) -> bool:
         return memory.is_superseded()
+
+    @staticmethod
+    def resolve_sources(memory: LongTermMemory) -> list[dict[str, Any]]:
+        return [
+            {"written_by": source.written_by}
+            if source.message is None
+            else {
+                "message_id": source.message.pk,
+                "session_id": source.message.session_id,
+                "role": source.message.role,
+                "timestamp": source.message.timestamp,
+            }
+            for source in memory.source_list()
+        ]
 
 
 class MemoryHistoryOut(Schema):
@@ -285,6 +315,7 @@ class ContextItemOut(Schema):
                     "confidence": item.confidence,
                     "access_count": item.access_count,
                     "curated": item.curated,
+                    "source_ids": list(item.source_ids),
                 }
             case RecalledItem():
                 return {

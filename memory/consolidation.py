@@ -16,6 +16,11 @@ With a chat model (`[llm]`, memory.llm) the model extracts memories from the tur
 (memory.summaries); without one, or when it fails (unreachable, or not the JSON asked for,
 twice), a rule-based extractor reads the messages, so long-term memory fills on the default
 setup. Each run records which path made it (`extractor`, with the reason).
+
+Each memory made or confirmed gets the messages it came from as sources: the rules name the
+message of each statement; the chat model names the summaries (numbered in the prompt), and
+the memory gets the messages of their turns (all the run's summaries' turns when it names
+none that exist; the run's messages when no turn is known).
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from django.utils import timezone
 from memory import embeddings, memories, scheduling, supersession, vectors
 from memory.cleanup import cleanup
 from memory.embeddings import EmbeddingError
-from memory.extraction import MEMORY_CHARS, Extracted, offline_extract, statement_of
+from memory.extraction import MEMORY_CHARS, Extracted, extract_with_sources, statement_of
 from memory.llm import ChatClient, LLMError, configured_chat
 from memory.models import (
     CONSOLIDATION,
@@ -75,9 +80,11 @@ DEDUP_CANDIDATES = 20
 MERGE_CONFIDENCE_STEP = 0.1
 
 # A JSON object, not an array: servers' JSON mode (response_format json_object) makes objects.
+# Each summary is numbered ("1. ..."): "from" names the ones a memory came from.
 EXTRACTION_PROMPT = """从下面的对话摘要中提取值得长期记住的信息（用户偏好、事实、决策、项目背景）。
 只输出一个 JSON 对象，不要其他文字，格式：
-{{"memories": [{{"type": "preference|fact|decision|project", "content": "一句话"}}]}}
+{{"memories": [{{"type": "preference|fact|decision|project", "content": "一句话", "from": [1]}}]}}
+"from" 是这条信息出自的摘要编号，可以有几个，如 [1, 3]。
 没有值得记住的信息时输出 {{"memories": []}}。
 
 摘要：
@@ -86,10 +93,28 @@ EXTRACTION_PROMPT = """从下面的对话摘要中提取值得长期记住的信
 # --- extraction and deduplication ----------------------------------------------------------
 
 
-def _parse_extraction(answer: str) -> list[Extracted]:
-    """The memories of an answer shaped as EXTRACTION_PROMPT asks (text around the object, a
-    code fence, is ignored); ValueError says what else is wrong. An item whose type is not a
-    memory type, or whose content is blank, is left out."""
+@dataclass(frozen=True)
+class Answered(Extracted):
+    """A memory the chat model extracted, with the numbers of the summaries it says it came
+    from (1 is the prompt's first); none when it named none, or a number no summary has."""
+
+    summaries: tuple[int, ...] = ()
+
+
+def _summary_numbers(named: Any, count: int) -> tuple[int, ...]:
+    """The summaries an item's "from" names, if it is a list of the prompt's numbers."""
+    if not isinstance(named, list) or not all(
+        isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= count for n in named
+    ):
+        return ()
+    return tuple(sorted(set(named)))
+
+
+def _parse_extraction(answer: str, count: int) -> list[Answered]:
+    """The memories of an answer shaped as EXTRACTION_PROMPT asks for `count` summaries (text
+    around the object, a code fence, is ignored); ValueError says what else is wrong. An item
+    whose type is not a memory type, or whose content is blank, is left out; a "from" that is
+    not the summaries' numbers names none (`Answered.summaries`)."""
     start, end = answer.find("{"), answer.rfind("}")
     if start < 0 or end < start:
         raise ValueError("no JSON object in the answer")
@@ -109,7 +134,8 @@ def _parse_extraction(answer: str) -> list[Extracted]:
         if kind not in MemoryType.values:
             logger.info("Extraction: left out an item of type %r", kind[:40])
         elif content:
-            extracted.append(Extracted(kind, content[:MEMORY_CHARS]))
+            numbers = _summary_numbers(item.get("from"), count)
+            extracted.append(Answered(kind, content[:MEMORY_CHARS], numbers))
     return extracted
 
 
@@ -117,28 +143,37 @@ class InvalidAnswer(LLMError):
     """The chat model answered, twice, something other than the JSON asked for."""
 
 
-def llm_extract(chat: ChatClient, summaries: list[str]) -> list[Extracted]:
+def llm_extract(chat: ChatClient, summaries: list[str]) -> list[Answered]:
     """The chat model's extraction, asked again once when its answer is not the expected
     JSON; raises LLMError when the model fails (the client has retried already) and
     InvalidAnswer after a second bad answer."""
-    prompt = EXTRACTION_PROMPT.format(summaries="\n".join(f"- {s}" for s in summaries))
+    numbered = "\n".join(f"{number}. {s}" for number, s in enumerate(summaries, start=1))
+    prompt = EXTRACTION_PROMPT.format(summaries=numbered)
     for attempt in (1, 2):
         answer = chat.complete(prompt, json_object=True)
         try:
-            return _parse_extraction(answer)
+            return _parse_extraction(answer, len(summaries))
         except ValueError as exc:
             chat.usage.invalid_answer()
             logger.warning("Extraction answer %s was not the JSON asked for: %s", attempt, exc)
     raise InvalidAnswer(INVALID_ANSWER_REASON)
 
 
-def _merge(run: ConsolidationRun, memory: LongTermMemory, item: Extracted) -> None:
-    """A new extraction confirms the memory: confidence and source count go up. Its text
-    becomes the newer wording, unless a person curated it: then the history keeps the
-    proposal and the memory keeps the person's words."""
+@dataclass(frozen=True)
+class Sourced(Extracted):
+    """An extracted memory with the ids of the messages it came from."""
+
+    message_ids: tuple[int, ...] = ()
+
+
+def _merge(run: ConsolidationRun, memory: LongTermMemory, item: Sourced) -> None:
+    """A new extraction confirms the memory: confidence and source count go up, and its
+    messages join the memory's sources. Its text becomes the newer wording, unless a person
+    curated it: then the history keeps the proposal and the memory keeps the person's words."""
     confirmed = {
         "confidence": min(1.0, memory.confidence + MERGE_CONFIDENCE_STEP),
         "source_count": memory.source_count + 1,
+        "source_messages": item.message_ids,
     }
     note: dict[str, Any] = {RUN_NOTE: run.pk}
     if not memory.curated:
@@ -279,7 +314,7 @@ def _superseded_by_rule(
 
 
 def _create(
-    run: ConsolidationRun, item: Extracted, vector: Vector | None, fresh: dict[int, Fresh]
+    run: ConsolidationRun, item: Sourced, vector: Vector | None, fresh: dict[int, Fresh]
 ) -> LongTermMemory:
     memory = memories.memory_create(
         agent_id=run.agent_id,
@@ -288,6 +323,7 @@ def _create(
         source_session=run.session_id,
         actor=CONSOLIDATION,
         note={RUN_NOTE: run.pk},
+        source_messages=item.message_ids,
     )
     if vector is not None:
         fresh[memory.pk] = (item.memory_type, vector)
@@ -297,7 +333,7 @@ def _create(
 def _supersede(
     run: ConsolidationRun,
     old: LongTermMemory,
-    item: Extracted,
+    item: Sourced,
     vector: Vector | None,
     fresh: dict[int, Fresh],
     note: dict[str, Any],
@@ -316,7 +352,7 @@ CREATED, MERGED, IGNORED = "created", "merged", "ignored"
 
 def _store(
     run: ConsolidationRun,
-    item: Extracted,
+    item: Sourced,
     vector: Vector | None,
     measures: Measures,
     fresh: dict[int, Fresh],
@@ -452,7 +488,7 @@ def _chat_decisions(
 
 def _apply(
     run: ConsolidationRun,
-    item: Extracted,
+    item: Sourced,
     vector: Vector | None,
     decision: Decision,
     fresh: dict[int, Fresh],
@@ -696,11 +732,61 @@ def _claim(run_id: int, now: datetime) -> tuple[ConsolidationRun, Covered] | Non
     return run, covered
 
 
-def _extract(run: ConsolidationRun, covered: Covered) -> list[Extracted]:
-    """What the session said since the last done run: by the chat model from the summaries,
-    or by the rules from the messages, also when the chat model fails (the run's extractor
-    and reason then say so)."""
+def _turns(run: ConsolidationRun, reply_ids: set[int]) -> dict[int, tuple[int, ...]]:
+    """The turn each of these replies ended, as its summary read it (memory.summaries): the
+    user's messages since the assistant's reply before, and the reply itself."""
+    if not reply_ids:
+        return {}
+    session = MainMessage.objects.filter(
+        agent_id=run.agent_id, session_id=run.session_id, role__in=(Role.USER, Role.ASSISTANT)
+    )
+    before = session.filter(role=Role.ASSISTANT, id__lt=min(reply_ids))
+    start = before.aggregate(start=Max("id"))["start"] or 0
+    messages = session.filter(id__gt=start, id__lte=max(reply_ids)).order_by("id")
+    turns: dict[int, tuple[int, ...]] = {}
+    turn: list[int] = []
+    for message_id, role in messages.values_list("id", "role"):
+        turn.append(message_id)
+        if role == Role.ASSISTANT:
+            if message_id in reply_ids:
+                turns[message_id] = tuple(turn)
+            turn = []
+    return turns
+
+
+def _with_turns(
+    run: ConsolidationRun,
+    answered: list[Answered],
+    replies: list[int | None],
+    run_messages: list[int],
+) -> list[Sourced]:
+    """The chat model's memories with the messages of the turns they came from: of the
+    summaries each names, else of all the run's summaries; the run's messages when no turn
+    is known (summaries written before they named their reply)."""
+    turns = _turns(run, {reply for reply in replies if reply is not None}) if answered else {}
+    every = tuple(sorted({pk for turn in turns.values() for pk in turn})) or tuple(run_messages)
+    found = []
+    for item in answered:
+        named = {pk for n in item.summaries for pk in turns.get(replies[n - 1] or 0, ())}
+        found.append(Sourced(item.memory_type, item.content, tuple(sorted(named)) or every))
+    return found
+
+
+def _extract(run: ConsolidationRun, covered: Covered) -> list[Sourced]:
+    """What the session said since the last done run, with the messages each memory came
+    from: by the chat model from the summaries, or by the rules from the messages, also when
+    the chat model fails (the run's extractor and reason then say so)."""
     scope = {"agent_id": run.agent_id, "session_id": run.session_id}
+    # The extractor decides whose words count: the user's, and an assistant's only when the
+    # message names a person speaking (both sides of a conversation between people).
+    said = list(
+        MainMessage.objects.filter(
+            **scope,
+            role__in=(Role.USER, Role.ASSISTANT),
+            id__gt=covered.message_id,
+            id__lte=run.last_message_id,
+        ).order_by("timestamp", "id")
+    )
     chat = configured_chat()
     if run.extractor == "llm" and chat is not None:
         summaries = list(
@@ -708,24 +794,22 @@ def _extract(run: ConsolidationRun, covered: Covered) -> list[Extracted]:
                 **scope, id__gt=covered.summary_id, id__lte=run.last_summary_id
             )
             .order_by("created_at", "id")
-            .values_list("content", flat=True)
+            .values_list("content", "reply_id")
         )
         try:
-            return llm_extract(chat, summaries) if summaries else []
+            answered = llm_extract(chat, [text for text, _ in summaries]) if summaries else []
         except LLMError as exc:
             logger.warning("Extraction by the chat model failed, the rules extract: %s", exc)
             chat.usage.fell_back()
             # The client's messages name the chat model ("chat model unreachable: ...").
             run.extractor, run.reason = "rules", f"{str(exc)[:400]}: {FELL_BACK}"
-    # The extractor decides whose words count: the user's, and an assistant's only when the
-    # message names a person speaking (both sides of a conversation between people).
-    said = MainMessage.objects.filter(
-        **scope,
-        role__in=(Role.USER, Role.ASSISTANT),
-        id__gt=covered.message_id,
-        id__lte=run.last_message_id,
-    ).order_by("timestamp", "id")
-    return offline_extract(list(said))
+        else:
+            replies = [reply for _, reply in summaries]
+            return _with_turns(run, answered, replies, [message.pk for message in said])
+    return [
+        Sourced(item.memory_type, item.content, tuple(message.pk for message in messages))
+        for item, messages in extract_with_sources(said)
+    ]
 
 
 def _finish(run: ConsolidationRun, status: str, reason: str = "") -> ConsolidationRun:

@@ -51,7 +51,7 @@ from memory.context_items import (
 from memory.embeddings import Embedder, Thresholds
 from memory.index import Filter
 from memory.index_schema import Term, query_terms
-from memory.memories import memories_like
+from memory.memories import memories_like, source_message_ids
 from memory.models import LongTermMemory, MainMessage, MemoryType, Role, ShortTermMemory
 from memory.questions import asks_about_replies, is_recommendation
 from memory.recall_fill import RecallFiller
@@ -673,6 +673,8 @@ def context_build(
         agent_id, session_id, query, vector, {i.id for i in newest}
     )
     long_items, long_left_out = _long_term(agent_id, query, embedded, identity, now)
+    sources = source_message_ids([item.id for item in long_items])  # one query for all
+    long_items = [replace(item, source_ids=sources.get(item.id, ())) for item in long_items]
     layers: dict[str, Layer[Any]] = {
         "working": Layer(shares["working"], shares["working"], "newest", newest),
         "short_term": Layer(

@@ -128,6 +128,7 @@ class MemoryItem(Item):
     confidence: float
     access_count: int
     curated: bool
+    source_ids: tuple[int, ...] = ()  # the messages it came from: shown, never sent
 
     @classmethod
     def made(

@@ -665,9 +665,10 @@ def _said(message: MainMessage) -> str:
 
 def extract_with_sources(
     messages: Iterable[MainMessage],
-) -> list[tuple[Extracted, MainMessage]]:
-    """Each memory with the message it came from; one per distinct text, first kept."""
-    found: dict[str, tuple[Extracted, MainMessage]] = {}
+) -> list[tuple[Extracted, list[MainMessage]]]:
+    """Each memory with the messages it came from: one per distinct text, its first wording
+    kept, with every message that said it (the first first)."""
+    found: dict[str, tuple[Extracted, list[MainMessage]]] = {}
     for message in messages:
         if not speaks_for_a_person(message):
             continue
@@ -676,7 +677,9 @@ def extract_with_sources(
                 text = memory_text(statement, message)
                 if text:
                     key = re.sub(r"[\W_]+", "", text.lower())
-                    found.setdefault(key, (Extracted(kind, text), message))
+                    _, sources = found.setdefault(key, (Extracted(kind, text), []))
+                    if message not in sources:
+                        sources.append(message)
     return list(found.values())
 
 

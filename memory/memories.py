@@ -2,6 +2,10 @@
 
 Every change is kept in `long_term_memory_history` with who made it and the text before and
 after, so nothing a curator or a consolidation does is lost from view.
+
+Every memory also lists where it came from (`long_term_memory_sources`): the messages an
+extraction found it in, and the people who wrote or reworded it ("written by"). The
+messages also date it: `valid_from` is when the earliest of them was said.
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ from memory.models import (
     AUTOMATIC_ACTORS,
     LongTermMemory,
     LongTermMemoryHistory,
+    MainMessage,
     MemoryAction,
+    MemorySource,
     MemoryType,
 )
 from memory.validation import (
@@ -87,6 +93,49 @@ def _jsonable(value: Any) -> Any:
     return value.isoformat() if isinstance(value, datetime) else value
 
 
+def _said_at(agent_id: str, message_ids: Iterable[int]) -> dict[int, datetime]:
+    """When each of these messages of the agent was said; one deleted since is left out (a
+    deleted message is no longer a source)."""
+    ids = set(message_ids)
+    if not ids:
+        return {}
+    found = MainMessage.objects.filter(agent_id=agent_id, pk__in=ids)
+    return dict(found.values_list("pk", "timestamp"))
+
+
+def _add_sources(
+    memory: LongTermMemory, message_ids: Iterable[int], person: str | None, *, new: bool
+) -> None:
+    """The messages and the person as sources of the memory, those it does not list yet."""
+    message_ids = set(message_ids)
+    if not new and (message_ids or person):
+        listed = set(
+            MemorySource.objects.filter(memory=memory).values_list("message_id", "written_by")
+        )
+        message_ids -= {message_id for message_id, _ in listed}
+        person = None if (None, person) in listed else person
+    rows = [
+        MemorySource(memory=memory, agent_id=memory.agent_id, message_id=message_id)
+        for message_id in sorted(message_ids)
+    ]
+    if person is not None:
+        rows.append(MemorySource(memory=memory, agent_id=memory.agent_id, written_by=person))
+    MemorySource.objects.bulk_create(rows)
+
+
+def source_message_ids(memory_ids: Iterable[int]) -> dict[int, tuple[int, ...]]:
+    """The ids of the messages each memory came from, in the order they were stored: one
+    query for all the memories."""
+    ids = set(memory_ids)
+    if not ids:
+        return {}
+    rows = MemorySource.objects.filter(memory_id__in=ids, message__isnull=False)
+    found: dict[int, tuple[int, ...]] = {}
+    for memory_id, message_id in rows.order_by("message_id").values_list("memory_id", "message_id"):
+        found[memory_id] = (*found.get(memory_id, ()), message_id)
+    return found
+
+
 def memory_create(
     *,
     agent_id: str,
@@ -94,16 +143,26 @@ def memory_create(
     memory_type: str,
     actor: str,
     note: dict[str, Any] | None = None,
+    source_messages: Iterable[int] = (),
     **fields: Any,
 ) -> LongTermMemory:
     """A new memory and its first history row; `note` goes in that row's `changes` (the
-    consolidation run that made it)."""
+    consolidation run that made it).
+
+    Its sources: the agent's `source_messages` (an extraction's), dating it from the earliest
+    (`valid_from`), and the person who wrote it; a person's memory has no `valid_from`: it
+    holds from its creation."""
     fields = {"content": content, "memory_type": memory_type, **fields}
     _check(fields)
+    said = _said_at(agent_id, source_messages)
     with transaction.atomic():
         memory = LongTermMemory.objects.create(
-            agent_id=agent_id, curated=by_a_person(actor), **fields
+            agent_id=agent_id,
+            curated=by_a_person(actor),
+            valid_from=min(said.values(), default=None),
+            **fields,
         )
+        _add_sources(memory, said, actor if by_a_person(actor) else None, new=True)
         _history(memory, MemoryAction.CREATE, actor, changes=note)
         scheduling.with_the_write(scheduling.schedule_embedding)
     return memory
@@ -115,19 +174,27 @@ def memory_update(
     actor: str,
     action: str = MemoryAction.UPDATE,
     note: dict[str, Any] | None = None,
+    source_messages: Iterable[int] = (),
     **fields: Any,
 ) -> LongTermMemory:
     """Change the given fields; a new text waits for its new vector.
 
-    Consolidation also raises `source_count` when a new extraction confirms the memory. A text
-    written by a person makes the memory `curated`. `note` adds to the history's `changes`
-    what the fields cannot say (e.g. the text a merge proposed but did not write).
+    Consolidation also raises `source_count` when a new extraction confirms the memory, and
+    adds the messages it found it in (`source_messages`) to its sources; an earlier one moves
+    `valid_from` back. A text written by a person makes the memory `curated` and adds the
+    person to its sources. `note` adds to the history's `changes` what the fields cannot say
+    (e.g. the text a merge proposed but did not write).
     """
     _check(fields, EDITABLE_FIELDS | {"source_count"})
     changed = {k: v for k, v in fields.items() if getattr(memory, k) != v}
+    said = _said_at(memory.agent_id, source_messages)
+    first_said = min(said.values(), default=None)
+    if first_said is not None and first_said < (memory.valid_from or memory.created_at):
+        changed["valid_from"] = first_said
     if not changed:
-        return memory
-    if "content" in changed and by_a_person(actor) and not memory.curated:
+        return memory  # a merge always changes `source_count`: its messages are added below
+    person = actor if "content" in changed and by_a_person(actor) else None
+    if person is not None and not memory.curated:
         changed["curated"] = True
     old_content = memory.content
     old_values = {k: _jsonable(getattr(memory, k)) for k in changed if k != "content"}
@@ -153,6 +220,7 @@ def memory_update(
             or None,
             old_values=old_values or None,
         )
+        _add_sources(memory, said, person, new=False)
     return memory
 
 
@@ -434,7 +502,7 @@ class RankedMemories(Sequence[LongTermMemory]):
         if isinstance(key, int):
             return LongTermMemory.objects.get(pk=self.ids[key])
         ids = self.ids[key]
-        rows = LongTermMemory.objects.in_bulk(ids)
+        rows = LongTermMemory.objects.with_sources().in_bulk(ids)
         return [rows[pk] for pk in ids if pk in rows]
 
 
@@ -477,8 +545,8 @@ def memories_of(
 ) -> QuerySet[LongTermMemory] | RankedMemories:
     """The agent's active memories that are current (none superseded), or with
     `include_superseded` the superseded ones too, or those that held `as_of` a time (said by
-    then, superseded later or never; expired then, with `include_expired`): best text match
-    first with a query, else newest first.
+    then, superseded later or never; expired then, with `include_expired`), with their
+    sources: best text match first with a query, else newest first.
 
     With a query every match is ranked (an agent holds at most `long_term_cap` active
     memories), so the count a page reports is the number of matches, not a cap.
@@ -486,7 +554,7 @@ def memories_of(
     if as_of is not None and include_superseded:
         raise InvalidInput("as_of and include_superseded: choose one")
     at = as_of or now or timezone.now()
-    memories = LongTermMemory.objects.filter(agent_id=agent_id).active()
+    memories = LongTermMemory.objects.filter(agent_id=agent_id).active().with_sources()
     if as_of is not None:
         memories = memories.as_of(as_of)
     elif not include_superseded:

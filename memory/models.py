@@ -257,6 +257,11 @@ class LongTermMemoryQuerySet(models.QuerySet["LongTermMemory"]):
         )
         return self.annotate(made_by_consolidation=models.Exists(made))
 
+    def with_sources(self) -> LongTermMemoryQuerySet:
+        """Each memory's sources (`source_list`) loaded with the rows: one more query for a
+        page of any size, not one per memory."""
+        return self.prefetch_related(sources_prefetch())
+
 
 class LongTermMemory(models.Model):
     agent_id = models.TextField(
@@ -359,6 +364,12 @@ class LongTermMemory(models.Model):
             ).exists()
         return self.made_by_consolidation
 
+    def source_list(self) -> list[MemorySource]:
+        """Its sources in order, each message with its session, role and time: read with
+        the memory by `with_sources()`, else in one query."""
+        models.prefetch_related_objects([self], sources_prefetch())
+        return list(self.sources.all())
+
     @property
     def extractions(self) -> int:
         """How many extractions found it: `source_count` starts at 1 for a memory a person
@@ -414,6 +425,22 @@ class MemorySource(models.Model):
         return f"memory {self.memory_id} from {source}"
 
 
+# The order a memory's sources are listed in: its messages, oldest first, then the people who
+# wrote it, in the order they did.
+SOURCE_ORDER = (
+    models.F("message__timestamp").asc(nulls_last=True),
+    "message_id",
+    "added_at",
+    "id",
+)
+
+
+def sources_prefetch() -> models.Prefetch:
+    """A memory's sources with their messages, in SOURCE_ORDER."""
+    listed = MemorySource.objects.select_related("message").order_by(*SOURCE_ORDER)
+    return models.Prefetch("sources", queryset=listed)
+
+
 class MemoryAction(models.TextChoices):
     CREATE = "create"
     UPDATE = "update"
@@ -439,7 +466,7 @@ RUN_NOTE = "consolidation_run"
 # (memory.importers): importing the same file again adds nothing.
 IMPORT_NOTE = "import_fingerprint"
 # The history's fields holding times (as ISO text: `changes` and `old_values` are JSON).
-TIME_FIELDS = frozenset({"expires_at", "archived_at", "valid_until"})
+TIME_FIELDS = frozenset({"expires_at", "archived_at", "valid_from", "valid_until"})
 # What a history row may hold besides the fields it changed.
 NOTE_KEYS = frozenset(
     {

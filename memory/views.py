@@ -505,8 +505,32 @@ def _memory_page(request: HttpRequest, memory_id: int, *, partial: str) -> HttpR
         "history": history,
         "on_page": not request.htmx,
         "chain": memory_chain(memory),
+        "sources": _sources(memory),
     }
     return render_page(request, "memory/memory.html", context, partial=partial)
+
+
+@dataclass(frozen=True)
+class Source:
+    """A memory's source as its page lists it: a message, linked to its place in its
+    session, or the person who wrote the memory."""
+
+    message: MainMessage | None
+    url: str | None
+    written_by: str | None
+
+
+def _sources(memory: LongTermMemory) -> list[Source]:
+    return [
+        Source(
+            source.message,
+            message_url(memory.agent_id, source.message.session_id, source.message.pk),
+            None,
+        )
+        if source.message is not None
+        else Source(None, None, source.written_by)
+        for source in memory.source_list()
+    ]
 
 
 @login_required

@@ -66,8 +66,10 @@ def one_memory_per_message(monkeypatch):
     which messages a run reads, not about the rules (tests/test_extraction.py)."""
     monkeypatch.setattr(
         consolidation,
-        "offline_extract",
-        lambda messages: [Extracted("fact", m.content) for m in messages if speaks_for_a_person(m)],
+        "extract_with_sources",
+        lambda messages: [
+            (Extracted("fact", m.content), [m]) for m in messages if speaks_for_a_person(m)
+        ],
     )
 
 

@@ -202,9 +202,12 @@ def test_it_forgets_a_session_everywhere_with_a_receipt(
         story.two_sources.pk,
         story.written.pk,
     }
-    assert list(
-        MemorySource.objects.filter(memory=story.two_sources).values_list("message_id", flat=True)
-    ) == [story.tea.pk]
+    # The person who reworded it is a source too (memories.memory_update).
+    assert set(
+        MemorySource.objects.filter(memory=story.two_sources).values_list(
+            "message_id", "written_by"
+        )
+    ) == {(story.tea.pk, None), (None, "api")}
     assert not ConsolidationRun.objects.filter(session_id="s1").exists()
     assert not SubagentMessage.objects.exists()
     assert IdempotencyKey.objects.get(key="k1").fingerprint == idempotency.FORGOTTEN

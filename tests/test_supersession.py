@@ -315,8 +315,10 @@ def one_memory_per_message(monkeypatch):
     items, not about the extractor."""
     monkeypatch.setattr(
         consolidation,
-        "offline_extract",
-        lambda messages: [Extracted("fact", m.content) for m in messages if speaks_for_a_person(m)],
+        "extract_with_sources",
+        lambda messages: [
+            (Extracted("fact", m.content), [m]) for m in messages if speaks_for_a_person(m)
+        ],
     )
 
 
@@ -354,7 +356,7 @@ def test_consolidation_supersedes_an_updated_fact_without_vectors(
     assert (run.created, run.merged) == (1, 0)
     before, after = LongTermMemory.objects.order_by("id")
     assert (before.content, before.superseded_by_id) == (old, after.pk)
-    assert before.valid_until == after.created_at
+    assert before.valid_until == after.said_at == after.valid_from  # when the change was said
     assert list(memories_of("agent-a")) == [after]
     row = LongTermMemoryHistory.objects.filter(memory_id=before.pk).latest("id")
     assert row.changes["decided_by"] == "rules"

@@ -30,7 +30,7 @@ def test_the_chinese_dashboard_shows_chinese_navigation_and_the_switch_changes_i
 
     expect(page.locator("html")).to_have_attribute("lang", "zh-hans")
     nav = page.locator("header.site nav a")
-    expect(nav).to_have_text(["仪表盘", "会话", "搜索", "记忆", "管理后台"])
+    expect(nav).to_have_text(["仪表盘", "会话", "搜索", "记忆", "遗忘", "管理后台"])
     expect(page.locator("h1")).to_have_text("仪表盘")
     expect(page.locator("table.sessions th").first).to_have_text("会话")
 
@@ -38,7 +38,7 @@ def test_the_chinese_dashboard_shows_chinese_navigation_and_the_switch_changes_i
     page.goto(live_server.url + "/sessions/")
     page.click("header.site form.language button:has-text('English')")
     page.wait_for_url(live_server.url + "/sessions/")
-    expect(nav).to_have_text(["Dashboard", "Sessions", "Search", "Memories", "Admin"])
+    expect(nav).to_have_text(["Dashboard", "Sessions", "Search", "Memories", "Forget", "Admin"])
     page.goto(live_server.url + "/memories/")
     expect(page.locator("h1")).to_have_text("Long-term memories")
     cookie = {c["name"]: c["value"] for c in context.cookies()}

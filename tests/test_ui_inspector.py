@@ -37,10 +37,12 @@ def test_the_preview_explains_each_layer_with_links_and_what_was_left_out(
         for n in range(2)
     ]
 
-    # 21 reads (the session's summaries matched by text, then the matches read, among them)
-    # and the memories' access count, a best-effort write of 5 statements (its savepoint,
-    # and SQLite's busy timeout lowered then restored: outage.best_effort).
-    with django_assert_max_num_queries(26):
+    # 23 reads (the session's summaries matched by text, then the matches read, among them;
+    # the roles of the recall's candidates, one for all, so that the agent's replies weigh
+    # less; the chosen memories' sources, one for all) and the memories' access count, a
+    # best-effort write of 5 statements (its savepoint, and SQLite's busy timeout lowered
+    # then restored: outage.best_effort).
+    with django_assert_max_num_queries(28):
         response = preview(admin_client, "green tea")
 
     body = response.content.decode()
