@@ -136,6 +136,8 @@ ZH_SET := tests/data/zh_multisession
 CROSS_SET := tests/data/cross_language
 AGENT_SET := tests/data/agent_style
 SESSIONS_SET := tests/data/agent_sessions
+# Facts that change over months (issue 34): the context's current values, and no stale one.
+UPDATES_SET := tests/data/updates
 eval: install
 	for data in $(LOCOMO) $(ZH_SET) $(CROSS_SET) $(AGENT_SET) $(SESSIONS_SET); do \
 	  for mode in lexical vector hybrid; do $(BIN)/python manage.py eval_locomo $$data --mode $$mode; done; \
@@ -148,6 +150,7 @@ eval: install
 	$(BIN)/python manage.py eval_locomo $(CROSS_SET) --target context --window 2048
 	for window in 8192 2048; do $(BIN)/python manage.py eval_locomo $(AGENT_SET) --target context --window $$window; done
 	for window in 8192 4096 2048; do $(BIN)/python manage.py eval_locomo $(SESSIONS_SET) --target context --window $$window; done
+	for window in 8192 2048; do $(BIN)/python manage.py eval_locomo $(UPDATES_SET) --target updates --window $$window; done
 
 clean:
 	rm -rf $(VENV) staticfiles test-results screenshots .pytest_cache .ruff_cache $(MO_FILES)

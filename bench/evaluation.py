@@ -141,7 +141,7 @@ class CachedEmbedder:
             )
 
 
-def _lines(path: Path) -> Iterator[dict[str, Any]]:
+def jsonl_rows(path: Path) -> Iterator[dict[str, Any]]:
     with path.open(encoding="utf-8") as f:
         for line in f:
             if line.strip():
@@ -175,7 +175,7 @@ def load_conversations(path: Path, *, limit: int | None = None) -> int:
     time, with the roles an agent stores (`speaker_roles`)."""
     count = 0
     roles = speaker_roles()
-    for turn in itertools.islice(_lines(path), limit):
+    for turn in itertools.islice(jsonl_rows(path), limit):
         message_add(**_message_fields(turn, count, roles(turn)))
         count += 1
     return count
@@ -213,7 +213,7 @@ def conversation_sessions(path: Path) -> dict[tuple[str, str], list[MainMessage]
     """Each (agent, session)'s turns as unsaved messages, as load_conversations stores them."""
     sessions: dict[tuple[str, str], list[MainMessage]] = defaultdict(list)
     roles = speaker_roles()
-    for count, turn in enumerate(_lines(path)):
+    for count, turn in enumerate(jsonl_rows(path)):
         message = MainMessage(**_message_fields(turn, count, roles(turn)))
         sessions[(message.agent_id, message.session_id)].append(message)
     return dict(sessions)
@@ -232,7 +232,7 @@ def evaluate(
     """Evidence recall@k of search; with `store_question`, each question is first stored as
     a message of a new session (deleted after its search)."""
     report = Report(mode=mode, ks=sorted(ks), store_question=store_question)
-    for question in _lines(path):
+    for question in jsonl_rows(path):
         evidence = set(question["evidence"])
         if not evidence:
             continue
@@ -269,7 +269,7 @@ def replay_conversations(path: Path, *, end_session: Callable[[str, str], None])
     count = 0
     roles = speaker_roles()
     current: tuple[str, str] | None = None
-    for turn in _lines(path):
+    for turn in jsonl_rows(path):
         fields = _message_fields(turn, count, roles(turn))
         if current is not None and current != (fields["agent_id"], fields["session_id"]):
             end_session(*current)
@@ -311,12 +311,12 @@ def turn_present(text: str, sent: str) -> bool:
 
 
 def turn_texts(path: Path) -> dict[tuple[str, str], str]:
-    return {(t["conversation_id"], t["turn_id"]): t["text"] for t in _lines(path)}
+    return {(t["conversation_id"], t["turn_id"]): t["text"] for t in jsonl_rows(path)}
 
 
 def last_sessions(path: Path) -> dict[str, str]:
     """Each conversation's last session (conversations.jsonl is chronological)."""
-    return {t["conversation_id"]: session_key(t["session_id"]) for t in _lines(path)}
+    return {t["conversation_id"]: session_key(t["session_id"]) for t in jsonl_rows(path)}
 
 
 def folded_answer(text: str) -> str:
@@ -400,7 +400,7 @@ def evaluate_context(
     texts = turn_texts(folder / "conversations.jsonl")
     last = last_sessions(folder / "conversations.jsonl")
     report = ContextReport(window=window, same_session=same_session)
-    for question in _lines(folder / "queries.jsonl"):
+    for question in jsonl_rows(folder / "queries.jsonl"):
         evidence = question["evidence"]
         if not evidence:
             continue
@@ -517,7 +517,7 @@ def judge_extractor(path: Path) -> list[JudgedTurn]:
     """Each line of `path`: {"lang", "text", "expect": [[type, part], ...]} ([] for none)."""
     return [
         judge_turn(row["lang"], row["text"], [(kind, part) for kind, part in row["expect"]])
-        for row in _lines(path)
+        for row in jsonl_rows(path)
     ]
 
 

@@ -121,3 +121,54 @@ def test_it_prints_a_table_per_kind_of_question_for_our_sets(tmp_path):
             *(f"{recall[k]:.3f}" for k in ("5", "10")),
         ]
     assert rows["all"][0] == "101"
+
+
+def test_the_updates_target_judges_each_changed_fact_in_a_new_sessions_context(tmp_path):
+    # The first 12 sessions of one user of the updates set, and the questions answered there.
+    updates = ROOT / "tests" / "data" / "updates"
+    turns = [
+        line
+        for line in (updates / "conversations.jsonl").read_text("utf-8").splitlines()
+        if json.loads(line)["conversation_id"] == "up-01"
+        and json.loads(line)["session_index"] <= 12
+    ]
+    kept = {json.loads(line)["turn_id"] for line in turns}
+    questions = [
+        line
+        for line in (updates / "queries.jsonl").read_text("utf-8").splitlines()
+        if json.loads(line)["conversation_id"] == "up-01"
+        and set(json.loads(line)["evidence"] + json.loads(line)["superseded"]) <= kept
+    ]
+    data = tmp_path / "updates"
+    data.mkdir()
+    (data / "conversations.jsonl").write_text("\n".join(turns) + "\n")
+    (data / "queries.jsonl").write_text("\n".join(questions) + "\n")
+
+    result = run(
+        str(data), "--target", "updates", "--window", "2048", "--json", home=tmp_path / "home"
+    )
+
+    assert result.returncode == 0, result.stderr
+    *printed, last = result.stdout.strip().splitlines()
+    report = json.loads(last)
+    assert (report["target"], report["model_window"], report["budget"]) == ("updates", 2048, 1228)
+    assert report["questions"] == len(questions) == len(report["per_question"]) >= 4
+    assert (
+        {"changed_once", "unchanged"}
+        <= set(report["by_kind"])
+        <= {
+            "changed_once",
+            "changed_twice",
+            "unchanged",
+        }
+    )
+    assert set(report["by_language"]) == {"en"}
+    assert 0 < report["current_value_rate"] <= 1
+    stale = sum(bool(row["stale"]) for row in report["per_question"])
+    assert report["stale_as_current"] == stale
+    rows = {line.split()[0]: line.split()[1:] for line in printed if line.startswith("  ")}
+    assert rows["all"] == [
+        str(report["questions"]),
+        f"{report['current_value_rate']:.3f}",
+        str(report["stale_as_current"]),
+    ]

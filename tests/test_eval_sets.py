@@ -14,12 +14,13 @@ from typing import Any
 
 import pytest
 
-from bench.evaluation import session_time
+from bench.evaluation import session_time, turn_keys
+from bench.updates import phrase_in
 from memory.tokens import estimate_tokens
 from tests.helpers import ROOT
 
 DATA = ROOT / "tests" / "data"
-SETS = ["zh_multisession", "cross_language", "agent_style", "agent_sessions"]
+SETS = ["zh_multisession", "cross_language", "agent_style", "agent_sessions", "updates"]
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
@@ -344,3 +345,114 @@ def test_it_dates_an_event_on_its_session_day_or_the_day_before():
         assert (session.date() - day.date()).days in (0, 1), question
         dated += 1
     assert dated >= 12
+
+
+# --- updates: facts that change over months (issue 34, its README) ---------------------------
+
+UPDATES_SET = DATA / "updates"
+UPDATE_KINDS = {"changed_once", "changed_twice", "unchanged"}
+
+
+def said(phrase: str, text: str) -> bool:
+    """A key phrase as bench/updates.py matches it (tested in tests/test_eval_updates.py)."""
+    return phrase_in(phrase, text)
+
+
+def test_it_generates_the_committed_updates_files(monkeypatch):
+    spec = importlib.util.spec_from_file_location("generate", UPDATES_SET / "generate.py")
+    generate = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "generate", generate)  # its dataclasses look it up there
+    spec.loader.exec_module(generate)
+
+    made_turns, made_questions = generate.generate()
+
+    assert made_turns == turns("updates")
+    assert made_questions == queries("updates")
+
+
+def test_it_gives_four_users_of_two_languages_months_of_sessions_and_long_replies():
+    user = users("updates")
+    messages = Counter(t["conversation_id"] for t in turns("updates"))
+    months: dict[str, set[int]] = {c: set() for c in user}
+    language = {q["conversation_id"]: q["language"] for q in queries("updates")}
+    for turn in turns("updates"):
+        months[turn["conversation_id"]].add(session_time(turn["session_datetime"]).month)
+        chinese = language[turn["conversation_id"]] == "zh"
+        assert bool(CJK.search(turn["text"])) == chinese, turn
+        words = reply_words(turn["text"], in_chinese=chinese)
+        if turn["speaker"] == user[turn["conversation_id"]]:
+            assert words <= 40, turn
+        else:
+            assert 100 <= words <= 400, (turn["conversation_id"], turn["turn_id"], words)
+
+    assert Counter(language.values()) == {"en": 3, "zh": 3}
+    assert all(150 <= count <= 400 for count in messages.values()), messages
+    assert all(len(spread) >= 6 for spread in months.values()), months
+
+
+def test_it_asks_about_40_changed_facts_20_a_language_and_about_unchanged_ones():
+    asked = queries("updates")
+    by_kind = Counter((q["category"], q["language"]) for q in asked)
+    changed = [q for q in asked if q["category"] != "unchanged"]
+
+    assert {q["category"] for q in asked} == UPDATE_KINDS
+    assert len(changed) >= 40
+    for language in ("en", "zh"):
+        assert by_kind[("changed_once", language)] + by_kind[("changed_twice", language)] >= 20
+        assert by_kind[("changed_twice", language)] >= 5
+        assert by_kind[("unchanged", language)] >= 5
+    for question in asked:
+        expected = {"changed_once": 1, "changed_twice": 2, "unchanged": 0}[question["category"]]
+        assert len(question["superseded_values"]) == expected, question
+        assert bool(question["superseded"]) == bool(expected), question
+        assert bool(question["also"]) == (question["category"] == "unchanged"), question
+
+
+def test_it_says_the_current_value_last_and_the_superseded_ones_before_it():
+    text = turn_by_id("updates")
+    position = {key: n for n, key in enumerate(text)}
+    for question in queries("updates"):
+        conversation = question["conversation_id"]
+        [newest] = question["evidence"]
+        current = question["answer"]
+        assert said(current, text[(conversation, newest)]["text"]), question
+        older = [text[(conversation, turn)]["text"] for turn in question["superseded"]]
+        for turn in question["superseded"]:
+            assert position[(conversation, turn)] < position[(conversation, newest)], question
+        for value in question["superseded_values"]:
+            assert any(said(value, words) for words in older), (value, question)
+        assert not any(said(current, words) for words in older), question
+        for turn in question["also"]:
+            assert position[(conversation, turn)] > position[(conversation, newest)], question
+            assert not said(current, text[(conversation, turn)]["text"]), question
+
+
+def test_it_says_each_value_only_in_its_facts_turns_and_the_replies_after_them():
+    user = users("updates")
+    for question in queries("updates"):
+        conversation = question["conversation_id"]
+        own = set(question["evidence"] + question["superseded"] + question["also"])
+        for value in [question["answer"], *question["superseded_values"]]:
+            for turn in turns("updates"):
+                if turn["conversation_id"] != conversation or not said(value, turn["text"]):
+                    continue
+                session, n = turn["turn_id"][1:].split(":")
+                if turn["speaker"] != user[conversation]:
+                    n = str(int(n) - 1)  # a reply says back what the turn before it said
+                assert f"D{session}:{n}" in own, (value, turn["turn_id"], question)
+
+
+def test_it_opens_no_other_turn_as_an_evidence_or_superseded_turn():
+    by_conversation: dict[str, list[str]] = {}
+    for turn in turns("updates"):
+        by_conversation.setdefault(turn["conversation_id"], []).append(
+            " ".join(turn["text"].split())
+        )
+    text = turn_by_id("updates")
+    for question in queries("updates"):
+        conversation = question["conversation_id"]
+        for turn in question["evidence"] + question["superseded"]:
+            own = " ".join(text[(conversation, turn)]["text"].split())
+            keys = turn_keys(own)
+            others = [t for t in by_conversation[conversation] if t != own]
+            assert not any(key in other for key in keys for other in others), (turn, question)

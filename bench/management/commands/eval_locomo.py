@@ -6,7 +6,10 @@ the conversations as agents, embeds them with the configured provider and search
 question. `--target context` replays each conversation as an agent stores it (sessions in
 order, each ended, the task worker drained: summaries, consolidation, vectors), then asks
 every question from a new session (or, with `--same-session`, as the next message of the
-last session) and checks which evidence turns the returned messages hold.
+last session) and checks which evidence turns the returned messages hold. `--target updates`
+replays as `context` does and judges each question of an updates set (`tests/data/updates`)
+by `bench.updates`: whether the context holds the current value of a changed fact, and
+whether it shows a superseded value as current.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from bench.evaluation import (
     require_data,
 )
 from bench.tempdb import use_temporary_database
+from bench.updates import UpdatesReport, evaluate_updates
 from memory import consolidation
 from memory.consolidation import request_consolidation
 from memory.models import Trigger
@@ -64,13 +68,37 @@ def kind_table(data: dict[str, Any]) -> list[str]:
     return lines
 
 
+def updates_lines(data: dict[str, Any]) -> list[str]:
+    """An updates report: the current-value rate and the questions that show a superseded
+    value as current, for all questions, per kind and per language; then those questions."""
+    lines = [
+        f"updates, context window {data['model_window']} (budget {data['budget']}), "
+        f"new session, {data['questions']} queries"
+    ]
+    lines += [f"  degraded: {reason}" for reason in data["degraded"]]
+    rows = data["by_kind"] | data["by_language"] | {"all": data}
+    width = max(len(name) for name in rows)
+    lines.append(f"  {'kind':<{width}}  questions   current  stale as current")
+    for name, row in rows.items():
+        lines.append(
+            f"  {name:<{width}}  {row['questions']:>9}  {row['current_value_rate']:>8.3f}"
+            f"  {row['stale_as_current']:>16}"
+        )
+    for row in data["per_question"]:
+        for reason in row["stale"]:
+            lines.append(f"  stale: {row['conversation_id']} {row['question']} {reason}")
+    latency = data["latency_ms"]
+    lines.append(f"  context latency p50 {latency['p50']} ms, p95 {latency['p95']} ms")
+    return lines
+
+
 class Command(BaseCommand):
     help = "Evaluate search or context on LoCoMo-format data (conversations.jsonl, queries.jsonl)."
     requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("dir", type=Path)
-        parser.add_argument("--target", choices=("search", "context"), default="search")
+        parser.add_argument("--target", choices=("search", "context", "updates"), default="search")
         parser.add_argument("--k", type=int, nargs="+", default=[5, 10], help="search target")
         parser.add_argument("--mode", choices=MODES, default="hybrid", help="search target")
         parser.add_argument("--fusion", choices=sorted(FUSIONS), default="weighted")
@@ -80,7 +108,7 @@ class Command(BaseCommand):
             help="search target: store each question in a new session first, as agents do",
         )
         parser.add_argument(
-            "--window", type=int, default=8192, help="context target: the model window"
+            "--window", type=int, default=8192, help="context and updates: the model window"
         )
         parser.add_argument(
             "--same-session",
@@ -96,7 +124,11 @@ class Command(BaseCommand):
             use_temporary_database(Path(tmp) / "eval.db")
             cached = CachedEmbedder.configured()
             if options["target"] == "context":
-                report: Report | ContextReport = self._context(folder, cached, options)
+                report: Report | ContextReport | UpdatesReport = self._context(
+                    folder, cached, options
+                )
+            elif options["target"] == "updates":
+                report = self._updates(folder, cached, options)
             else:
                 report = self._search(folder, cached, options)
             if cached is not None:
@@ -132,9 +164,8 @@ class Command(BaseCommand):
                 progress=bar.update,
             )
 
-    def _context(
-        self, folder: Path, cached: CachedEmbedder | None, options: dict[str, Any]
-    ) -> ContextReport:
+    def _replay(self, folder: Path, cached: CachedEmbedder | None) -> None:
+        """Each conversation stored as an agent stores it, and the worker's work done."""
         # The 30-second window keeps two extractions of one agent from running at once; this
         # one worker never runs two, so the replay need not wait 30 s between sessions.
         consolidation.CONSOLIDATION_WINDOW = timedelta(0)
@@ -149,6 +180,11 @@ class Command(BaseCommand):
         self._embed(cached, loaded)
         self.stderr.write("Draining the task worker")
         call_command("db_worker", batch=True, interval=0, verbosity=0)
+
+    def _context(
+        self, folder: Path, cached: CachedEmbedder | None, options: dict[str, Any]
+    ) -> ContextReport:
+        self._replay(folder, cached)
         with tqdm(unit="query", file=self.stderr._out) as bar:
             return evaluate_context(
                 folder,
@@ -158,7 +194,20 @@ class Command(BaseCommand):
                 progress=bar.update,
             )
 
+    def _updates(
+        self, folder: Path, cached: CachedEmbedder | None, options: dict[str, Any]
+    ) -> UpdatesReport:
+        self._replay(folder, cached)
+        with tqdm(unit="query", file=self.stderr._out) as bar:
+            return evaluate_updates(
+                folder, window=options["window"], embedder=cached, progress=bar.update
+            )
+
     def _print(self, data: dict[str, Any]) -> None:
+        if data["target"] == "updates":
+            for line in updates_lines(data):
+                self.stdout.write(line)
+            return
         if data["target"] == "context":
             where = "same session" if data["same_session"] else "new session"
             self.stdout.write(
