@@ -3,7 +3,7 @@ context holds a changed fact's current value, and when it shows a superseded one
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
@@ -44,6 +44,7 @@ def memory(memory_id: int, text: str, *, expired: bool = False) -> MemoryItem:
         memory_id,
         text,
         memory_type="fact",
+        since=date(2026, 3, 1),
         expired=expired,
         confidence=0.5,
         access_count=0,
