@@ -418,7 +418,7 @@ REPLY_CASES = [
     pytest.param(
         "旅行用的笔记本电脑买哪款",
         "顺便说一下，我的旧笔记本电脑上周在火车上坏了。",
-        "好问题。旅行买笔记本电脑，最重要的是重量和续航：每天背着的，选一点四公斤以下的，"
+        "好问题。旅行买哪款笔记本电脑，最重要的是重量和续航：每天背着的，选一点四公斤以下的，"
         "买之前确认充电器在转换插头上能用。",
         "你之前推荐我买哪款旅行用的笔记本电脑？",
         id="zh",
@@ -430,10 +430,14 @@ REPLY_CASES = [
 def test_the_agents_replies_count_less_than_the_persons_words(
     query, said, reply, about_the_reply, monkeypatch
 ):
-    person = add_message(said)
-    agent = add_message(reply, role="assistant")
-    named = add_message(reply, role="assistant", agent_id="a2", metadata={"speaker": "Melanie"})
-    add_message(said, agent_id="a2")
+    # Each turn in a session of its own: a row's index also holds the words of the messages
+    # before it, which would favour whichever turn comes second.
+    person = add_message(said, session_id="s1")
+    agent = add_message(reply, role="assistant", session_id="s2")
+    named = add_message(
+        reply, role="assistant", agent_id="a2", session_id="s3", metadata={"speaker": "Melanie"}
+    )
+    add_message(said, agent_id="a2", session_id="s4")
 
     def ranked(agent_id: str, text: str) -> list[int]:
         return ids(search(agent_id=agent_id, query=SearchQuery(text, mode="lexical")))
