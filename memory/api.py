@@ -289,7 +289,8 @@ class ContextItemOut(Schema):
     method: str = Field(
         description="what chose the item: newest, similarity, lexical, access_count (most "
         "used, for a call with no query or no way to match it), identity (a fact or preference "
-        "for an identity question), hybrid, vector or neighbour (next to a recalled message)"
+        "for an identity question), attribute (the current value of what a question asks for: "
+        "home, employer, partner…), hybrid, vector or neighbour (next to a recalled message)"
     )
     why: str = Field(
         description='why it is there, e.g. "similarity 0.42 >= 0.35", "matched 2 of 3 query '

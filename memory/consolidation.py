@@ -36,10 +36,10 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from memory import embeddings, memories, scheduling, supersession, vectors
+from memory import attributes, embeddings, memories, scheduling, supersession, vectors
 from memory.cleanup import cleanup
 from memory.embeddings import EmbeddingError
-from memory.extraction import MEMORY_CHARS, Extracted, extract_with_sources, statement_of
+from memory.extraction import MEMORY_CHARS, Extracted, extract_with_sources
 from memory.llm import ChatClient, LLMError, configured_chat
 from memory.models import (
     CONSOLIDATION,
@@ -55,7 +55,7 @@ from memory.models import (
     ShortTermMemory,
     Trigger,
 )
-from memory.text import DUPLICATE_TEXT_SIMILARITY, text_similarity
+from memory.text import DUPLICATE_TEXT_SIMILARITY, statement_of, text_similarity
 
 logger = logging.getLogger(__name__)
 
@@ -332,19 +332,36 @@ def _create(
 
 def _supersede(
     run: ConsolidationRun,
-    old: LongTermMemory,
+    olds: list[LongTermMemory],
     item: Sourced,
     vector: Vector | None,
     fresh: dict[int, Fresh],
     note: dict[str, Any],
 ) -> None:
-    """A new memory that supersedes `old`. A curated memory too: its text stays, in the old
-    memory with its history, and a person can undo the supersession."""
+    """A new memory that supersedes the `olds`. A curated memory too: its text stays, in the
+    old memory with its history, and a person can undo the supersession."""
     new = _create(run, item, vector, fresh)
     new.refresh_from_db(fields=["created_at", "valid_from"])
-    if new.said_at < old.said_at:
-        return  # the old one was said later (an import from the past): both stay
-    memories.memory_supersede(old, new, actor=CONSOLIDATION, note={RUN_NOTE: run.pk, **note})
+    for old in olds:
+        if new.said_at < old.said_at:
+            continue  # the old one was said later (an import from the past): both stay
+        memories.memory_supersede(old, new, actor=CONSOLIDATION, note={RUN_NOTE: run.pk, **note})
+
+
+def _older_values(agent_id: str, item: Sourced) -> list[LongTermMemory]:
+    """The agent's current memories whose attribute the item gives a new value to (memory.
+    attributes), of any type and however far their texts: all of them, as "I live in Paris"
+    and "since I'm based in Paris…" both give way to "we moved to Berlin"."""
+    attribute = attributes.of_memory(item.content)
+    if attribute is None:
+        return []
+    current = LongTermMemory.objects.active().current(timezone.now())
+    same = current.filter(agent_id=agent_id, attribute=attribute).order_by("pk")
+    return [
+        memory
+        for memory in same
+        if supersession.attribute_verdict(memory.content, item.content).supersedes
+    ]
 
 
 CREATED, MERGED, IGNORED = "created", "merged", "ignored"
@@ -359,11 +376,16 @@ def _store(
 ) -> str:
     """By the offline rules: supersede the closest memory when the item updates it, merge the
     item into the memory it repeats, or create one. Returns what it did."""
+    older = _older_values(run.agent_id, item)
+    if older:
+        why = supersession.attribute_verdict(older[0].content, item.content).why
+        _supersede(run, older, item, vector, fresh, {"reason": why, "decided_by": "rules"})
+        return CREATED
     candidates = _candidates(run.agent_id, item, vector, fresh)
     superseded = _superseded_by_rule(candidates, item, measures)
     if superseded is not None:
         old, why = superseded
-        _supersede(run, old, item, vector, fresh, {"reason": why, "decided_by": "rules"})
+        _supersede(run, [old], item, vector, fresh, {"reason": why, "decided_by": "rules"})
         return CREATED
     duplicate = _duplicate_of(candidates, measures)
     if duplicate is not None:
@@ -511,7 +533,7 @@ def _apply(
     if decision.action == "update":
         _merge(run, memory, item)
         return MERGED
-    _supersede(run, memory, item, vector, fresh, {"decided_by": "chat model"})
+    _supersede(run, [memory], item, vector, fresh, {"decided_by": "chat model"})
     return CREATED
 
 

@@ -30,7 +30,7 @@ from typing import Any
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
-from memory import index, outage
+from memory import attributes, index, outage
 from memory.context_items import (
     LONG_TERM_HEADER,
     RECALL_HEADER,
@@ -394,6 +394,22 @@ def _identity_memories(
     return sorted(items, key=lambda i: (i.expired, _identity_rank(i)))[:wanted]
 
 
+def _current_values(
+    active: QuerySet[LongTermMemory], query: str, now: datetime
+) -> list[MemoryItem]:
+    """A question about one of the person's attributes ("Which city do I live in now?",
+    memory.attributes) gets the newest memory that gives it a value, whatever its score:
+    the older values are superseded, and the words of the question may match none."""
+    attribute = attributes.asked(query)
+    if attribute is None:
+        return []
+    newest = active.filter(attribute=attribute).newest_said_first().first()
+    if newest is None:
+        return []
+    why = f"asks for an attribute ({attribute}): its current value"
+    return [_memory_item(newest, None, "attribute", now, why)]
+
+
 def _most_used(
     active: QuerySet[LongTermMemory], query: str | None, now: datetime
 ) -> list[MemoryItem]:
@@ -446,6 +462,8 @@ def _long_term(
     if identity:
         chosen += _identity_memories(active, chosen, now)
         chosen.sort(key=_identity_rank)
+    values = _current_values(active, query, now)
+    chosen = values + [item for item in chosen if item.id not in {v.id for v in values}]
     chosen_ids = {i.id for i in chosen}
     if method == "similarity":
         # Similarity search cannot find a memory before its vector is written.

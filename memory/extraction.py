@@ -48,8 +48,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+from memory import attributes
 from memory.dates import day_label
 from memory.models import MainMessage, MemoryType, Role
+from memory.text import MONEY
 
 MEMORY_CHARS = 300
 # Shorter statements are reactions ("Love it!", "好的"); "I'm Dana." is as short as a fact gets.
@@ -91,8 +93,7 @@ PLACEHOLDERS = {
     r"|\d{4}\s*年)",
     "<TIME>": r"((about|around|roughly) )?(\d{1,2}(:\d{2})?\s?(am|pm|a\.m\.|p\.m\.|o'clock)\b"
     r"|\d{1,2}:\d{2}\b|noon\b|midnight\b|dawn\b)",
-    "<MONEY>": r"([$£€¥]\s?\d|\d[\d,.]*\s?(k|dollars|pounds|euros|bucks|quid|yuan|rmb)\b"
-    r"|[\d零一二两三四五六七八九十百千万]+\s?(块|元|刀|美元|英镑|欧元))",
+    "<MONEY>": f"({MONEY})",
 }
 
 DECISIONS = (
@@ -298,7 +299,9 @@ SENTENCE_REJECT = (
     # care of yourself helps - I learned that the hard way")
     r"\b(you|your|yours|yourself|u|ya)\b|[你您]|帮我|请帮|麻烦",
     # leaning on what the listener sees or was just told: nothing to stand alone
-    r"^\W*(it|it's|its|they|they're|they've|this|that|that's|these|those|here|here's|there"
+    # ("these days" and "this week" say when, not what)
+    r"^\W*(it|it's|its|they|they're|they've|(this|these)(?! (days|morning|afternoon|evening"
+    r"|week|weekend|month|year)\b)|that|that's|those|here|here's|there"
     r"|there's|he|she|his|her|check|look|take a look|seeing|hearing|reminds?|reminded)\b",
     r"\b(here's|here is|check (it |this |them )?out|take a look|look at|similar)\b",
     r"\b(this|that|these|those) (\w+ )?(place|spot|quote|one|pic|photo|picture|shot|image"
@@ -318,12 +321,14 @@ SENTENCE_REJECT = (
 CLAUSE_REJECT = (
     # questions
     r"[?？]|^\W*(what|how|why|where|when|who|which|whose|did|do|does|are|is|was|were|have"
-    r"|has|had|can|could|would|will|should|shall|am|any|anyone|anybody)\b|(?<!不算)(?<!没)什么(?![都也])|怎么|怎样|如何"
+    r"|has|had|can|could|would|will|should|shall|am|any|anyone|anybody)\b|(?<!不算)(?<!没)什么(?![都也])|(?<!不)怎么|怎样|如何"
     r"|为什么|为啥|哪|谁|多少|多久|(?<![住玩待过前这好])几(个|点|号|天|时)|是否|能不能|可不可以|可以吗|有没有|要不要"
     r"|是不是|行不行|对不对|好不好|[吗呢][。！!～~]*$",
     # wishes, guesses, obligations, the open future; undecided choices
     # ("can't stand", "can't eat" and "trying to stay low-carb" state what holds)
-    r"\b(would|could|can(?!'t)|(can't|cannot)(?! (stand|bear|eat|drink|tolerate|digest))"
+    # ("I can spend about $600" is a limit, not a possibility)
+    r"\b(would|could|can(?!'t| (spend|afford|go (up )?to) (up to |about |around )?<MONEY>)"
+    r"|(can't|cannot)(?! (stand|bear|eat|drink|tolerate|digest))"
     r"|might|maybe|perhaps|wish|hope|hoping|someday|probably|should|gonna|wanna|want|wants"
     r"|wanted|thinking (of|about)|won't|need to|have to|trying to(?! (stay|eat|go|be|keep)\b)"
     r"|considering|wondering|not yet|undecided|not sure|unsure)\b"
@@ -580,7 +585,9 @@ def _cue(text: str) -> str | None:
     for kind, cue in _CUES:
         if any(_opens_the_clause(text, m.start()) for m in cue.finditer(text)):
             return kind
-    return None
+    # A value of one of the person's attributes is a fact without a cue: "Now that home is
+    # Berlin", 现在在字节跳动上班 (memory.attributes).
+    return MemoryType.FACT if attributes.said(text) else None
 
 
 def classify(clause: str) -> str | None:
@@ -644,17 +651,6 @@ def memory_text(statement: str, message: MainMessage) -> str | None:
     if name:
         prefix.append(f"{name}:")
     return " ".join([*prefix, statement])[:MEMORY_CHARS]
-
-
-# What `memory_text` puts before a statement: the day ("[8 May 2023] ") and the speaker
-# ("Caroline: ").
-_LABELS = re.compile(r"^\s*(\[[^\]\n]{1,40}\]\s*)?([^\s:：\[][^:：\n]{0,39}:\s+)?")
-
-
-def statement_of(text: str) -> str:
-    """A memory's statement without the labels `memory_text` put before it: what it says,
-    for comparing it with another memory (its day and speaker are not the fact)."""
-    return _LABELS.sub("", text, count=1)
 
 
 def _said(message: MainMessage) -> str:

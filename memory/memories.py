@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, overload
 
+from django.apps import apps as django_apps
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from memory import index, scheduling
+from memory import attributes, index, scheduling
 from memory.models import (
     AUTOMATIC_ACTORS,
     LongTermMemory,
@@ -134,6 +135,20 @@ def source_message_ids(memory_ids: Iterable[int]) -> dict[int, tuple[int, ...]]:
     for memory_id, message_id in rows.order_by("message_id").values_list("memory_id", "message_id"):
         found[memory_id] = (*found.get(memory_id, ()), message_id)
     return found
+
+
+def derive_attributes(*, using: str, apps: Any = None, **_: Any) -> None:
+    """`post_migrate` receiver: the attribute of each memory whose column is still null
+    (rows from before migration 0025, or written with plain SQL), by today's rule. Reads the
+    schema `migrate` left (`apps`; `flush` sends none: today's), so a migration back to
+    before the column does nothing."""
+    model = (apps or django_apps).get_model("memory", "LongTermMemory")
+    if "attribute" not in {field.name for field in model._meta.get_fields()}:
+        return
+    pending = model.objects.using(using).filter(attribute__isnull=True)
+    for pk, content in pending.values_list("pk", "content").iterator():
+        derived = attributes.of_memory(content) or ""
+        model.objects.using(using).filter(pk=pk).update(attribute=derived)
 
 
 def memory_create(

@@ -14,12 +14,13 @@ from typing import Any
 from django.db import models
 from django.db.models import Count, Max, Min, Sum
 from django.db.models.fields.related_lookups import RelatedIn
-from django.db.models.functions import Now
+from django.db.models.functions import Coalesce, Now
 from django.db.models.lookups import In
 from django.utils import timezone
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
+from memory import attributes
 from memory.validation import IdentifierValidator, validate_confidence
 
 DEFAULT_AGENT = "default"
@@ -249,6 +250,11 @@ class LongTermMemoryQuerySet(models.QuerySet["LongTermMemory"]):
         said = models.Q(valid_from__lte=at) | models.Q(valid_from__isnull=True, created_at__lte=at)
         return self.current(at).filter(said)
 
+    def newest_said_first(self) -> LongTermMemoryQuerySet:
+        """By when each was said (`valid_from`, else `created_at`: `said_at`), newest first."""
+        said_at = Coalesce("valid_from", "created_at")
+        return self.order_by(said_at.desc(), "-pk")
+
     def with_origin(self) -> LongTermMemoryQuerySet:
         """Each memory knows whether consolidation made it (`from_extraction`) without a
         query of its own: one subquery on the history's index, for a page of any size."""
@@ -309,6 +315,13 @@ class LongTermMemory(models.Model):
         help_text="the newer memory that replaced this one",
     )
 
+    # The single-valued attribute of the person the text gives a value to ("home",
+    # "employer": memory.attributes), derived from the text on every save; "" for none. Null
+    # until derived: rows from before migration 0025 or written with plain SQL, derived after
+    # each `migrate` (memories.derive_attributes). Nullable without a default, so SQLite adds
+    # the column in place.
+    attribute = models.TextField(null=True, blank=True, editable=False)
+
     objects = LongTermMemoryQuerySet.as_manager()
 
     class Meta:
@@ -337,10 +350,20 @@ class LongTermMemory(models.Model):
                 condition=models.Q(superseded_by__isnull=False),
                 name="idx_ltm_superseded_by",
             ),
+            models.Index(fields=["agent_id", "attribute"], name="idx_ltm_attribute"),
         ]
 
     def __str__(self) -> str:
         return f"{self.memory_type} #{self.pk}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """Every save that writes the text writes its attribute too."""
+        update_fields = kwargs.get("update_fields")
+        if update_fields is None or "content" in update_fields:
+            self.attribute = attributes.of_memory(self.content) or ""
+            if update_fields is not None:
+                kwargs["update_fields"] = {*update_fields, "attribute"}
+        super().save(*args, **kwargs)
 
     def is_expired(self, now: datetime | None = None) -> bool:
         return self.expires_at is not None and self.expires_at <= (now or timezone.now())

@@ -10,6 +10,12 @@ and none that say it is one more ("also", 也), and a value that differs (a word
 does not say). Anything less leaves both memories as they are. The pairs the levels were
 measured on are in tests/test_supersession.py and docs/EVALUATION.md ("Updates that
 supersede").
+
+A few subjects the rule can name without similarity: the person's single-valued attributes
+(memory.attributes: home, employer, partner…). "I work at Spotify" and "my first week at
+Shopify was a blur" share no word, but both give the employer a value, so the newer
+supersedes the older (`attribute_verdict`), unless it says it is one more or repeats the
+value.
 """
 
 from __future__ import annotations
@@ -17,8 +23,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from memory.extraction import statement_of
-from memory.text import CJK_RUN, text_similarity
+from memory import attributes
+from memory.attributes import PEOPLE
+from memory.text import CJK_RUN, statement_of, text_similarity
 
 # Two texts are about the same subject above this bigram similarity of their cores (`core`:
 # without the words that say a change and those that carry no value, such as "I", "the user",
@@ -41,17 +48,6 @@ _CHANGE_ZH = (
 CHANGE = re.compile(rf"\b({_CHANGE_EN})\b|{_CHANGE_ZH}", re.IGNORECASE)
 # Words that say the new value is one more, not a replacement: both hold.
 ADDITION = re.compile(r"\b(also|too|as well|another|either)\b|也|还有|另外|同时", re.IGNORECASE)
-# The people a fact is about besides the speaker: a fact about another one is another subject.
-PEOPLE = re.compile(
-    r"\b(sister|brother|sibling|mother|mom|mum|father|dad|parent|wife|husband|spouse|partner"
-    r"|son|daughter|kid|child|children|baby|girlfriend|boyfriend|friend|roommate|neighbou?r"
-    r"|grandmother|grandma|grandfather|grandpa|aunt|uncle|cousin|niece|nephew|colleague"
-    r"|coworker|boss|wife's|husband's)s?\b"
-    r"|姐姐|妹妹|哥哥|弟弟|姐妹|兄弟|妈妈|母亲|爸爸|父亲|父母|老婆|妻子|太太|老公|丈夫|爱人"
-    r"|儿子|女儿|孩子|女朋友|男朋友|女友|男友|朋友|室友|邻居|奶奶|爷爷|外婆|外公|姥姥|姥爷"
-    r"|阿姨|叔叔|舅舅|表哥|表姐|表弟|表妹|堂哥|堂姐|同事|老板|领导",
-    re.IGNORECASE,
-)
 # Words that carry no value: a new text saying only these (and the old text's words) says
 # nothing new.
 _FILLER = re.compile(
@@ -115,3 +111,17 @@ def verdict(old: str, new: str, *, similarity: float | None, same_subject: float
         else f"core text similarity {text_similar:.2f} >= {SAME_SUBJECT_TEXT:g}"
     )
     return Verdict(True, f"{how}, a change and a new value")
+
+
+def attribute_verdict(old: str, new: str) -> Verdict:
+    """Whether `new` (said later) gives a new value to the attribute `old` gave one to
+    (memory.attributes): "I work at Spotify" and "my first week at Shopify" share no word,
+    yet the second replaces the first. Whatever their types or their similarity."""
+    attribute = attributes.of_memory(new)
+    if attribute is None or attributes.of_memory(old) != attribute:
+        return Verdict(False, "not a value of the same attribute")
+    if ADDITION.search(new):
+        return Verdict(False, "says it is one more")
+    if not says_a_new_value(old, new):
+        return Verdict(False, "the same value")
+    return Verdict(True, f"a new value of the same attribute ({attribute})")

@@ -193,3 +193,21 @@ def snippet(text: str, terms: list[str], *, width: int = 240) -> list[tuple[str,
     if end < len(text):
         parts.append(("…", False))
     return parts
+
+
+# An amount of money: "$50", "300 dollars", "£1,200", 三百块, 六千五 (thousands and a digit).
+MONEY = (
+    r"[$£€¥]\s?\d|\d[\d,.]*\s?(k|dollars|pounds|euros|bucks|quid|yuan|rmb)\b"
+    r"|[\d零一二两三四五六七八九十百千万]+\s?(块|元|刀|美元|英镑|欧元)|[一二两三四五六七八九]千[一二三四五六七八九]"
+)
+
+
+# What `extraction.memory_text` puts before a statement: the day ("[8 May 2023] ") and the
+# speaker ("Caroline: ").
+_LABELS = re.compile(r"^\s*(\[[^\]\n]{1,40}\]\s*)?([^\s:：\[][^:：\n]{0,39}:\s+)?")
+
+
+def statement_of(text: str) -> str:
+    """A memory's statement without the labels `extraction.memory_text` put before it: what
+    it says, for comparing it with another memory (its day and speaker are not the fact)."""
+    return _LABELS.sub("", text, count=1)

@@ -1,0 +1,337 @@
+"""A person's single-valued attributes: where they live, whom they work for, their partner…
+
+Most of what a person says about themselves adds up ("I like tea", then "I like coffee":
+both hold). A few things have one value at a time, and a newer statement of one replaces
+the older: a person lives in one city, works for one company, drives one car. For those,
+"I live in Paris" (March) and "we finally moved to Berlin" (June) are the same subject even
+though the two texts share no word and their vectors are far apart (0.47 with the default
+model), which is all the supersession rule could see before (memory.supersession).
+
+This module names the attribute a statement gives a value to, and the one a question asks
+for, in English and Chinese, from a short table. Each row is written to need a value in the
+statement (a name, a place, a model, an amount), so that "my partner thinks I overplan"
+(who?) or "my phone is slow" does not count as a new value. Extraction keeps such a
+statement as a fact even without another cue (memory.extraction), the supersession rule
+lets a newer statement of an attribute replace the older ones (memory.supersession), and the
+context answers a question about an attribute with its current value (memory.context).
+
+Only attributes with one value at a time belong here: a second drink, pet, sibling or
+allergy is one more, not a replacement. The table is for things people commonly state in
+passing to an assistant; anything else keeps the similarity rule.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from memory.text import CJK_RUN, MONEY, statement_of
+
+_CAP = r"(?-i:[A-Z])"  # a capital letter starts a name: Berlin, Shopify, Elliot
+_CJK = r"[\u4e00-\u9fff]"
+_WEEKDAY_EN = r"(mon|tues|wednes|thurs|fri|satur|sun)day"
+_PART_OF_DAY = r"(evening|night|morning|afternoon)"
+# A Chinese name starts with a surname: "我对象高远" names the partner, "我对象总说" does not.
+_SURNAME = (
+    "[李王张刘陈杨赵黄周吴徐孙胡朱高林何郭马罗梁宋郑谢韩唐冯于董萧程曹袁邓许傅沈曾彭吕苏卢蒋蔡贾丁魏"
+    "薛叶阎余潘杜戴夏钟汪田任姜范方石姚谭廖邹熊金陆郝孔白崔康毛邱秦江史顾侯邵孟龙万段雷钱汤尹黎易常"
+    "武乔贺赖龚文]"
+)
+_LANGUAGES = (
+    r"english|french|german|spanish|italian|portuguese|dutch|swedish|norwegian|danish"
+    r"|finnish|polish|czech|russian|ukrainian|greek|turkish|arabic|hebrew|persian|hindi"
+    r"|urdu|bengali|mandarin|cantonese|chinese|japanese|korean|thai|vietnamese|indonesian"
+    r"|malay|tagalog|swahili|latin|welsh|irish|icelandic|hungarian|romanian"
+)
+_CAR_BRANDS = (
+    r"honda|toyota|tesla|ford|vw|volkswagen|skoda|mazda|subaru|kia|hyundai|bmw|audi"
+    r"|mercedes|nissan|volvo|peugeot|renault|fiat|byd|jeep|porsche|lexus|polestar"
+    r"|citroen|opel|vauxhall|suzuki|mitsubishi|chevrolet|chevy|dodge|rivian"
+)
+_PHONE_BRANDS = (
+    r"iphone|pixel|galaxy|oneplus|xperia|redmi|xiaomi|huawei|motorola|moto|oppo|vivo|honor"
+)
+
+
+# The people close to a speaker. A fact about one of them is another subject (the
+# supersession rule); a statement about "my sister" gives no attribute of the speaker's.
+_PEOPLE_EN = (
+    r"(sister|brother|sibling|mother|mom|mum|father|dad|parent|wife|husband|spouse|partner"
+    r"|son|daughter|kid|child|children|baby|girlfriend|boyfriend|friend|roommate|neighbou?r"
+    r"|grandmother|grandma|grandfather|grandpa|aunt|uncle|cousin|niece|nephew|colleague"
+    r"|coworker|boss|wife's|husband's)s?"
+)
+_PEOPLE_ZH = (
+    r"(姐姐|妹妹|哥哥|弟弟|姐妹|兄弟|妈妈|母亲|爸爸|父亲|父母|老婆|妻子|太太|老公|丈夫|爱人"
+    r"|儿子|女儿|孩子|女朋友|男朋友|女友|男友|朋友|室友|邻居|奶奶|爷爷|外婆|外公|姥姥|姥爷"
+    r"|阿姨|叔叔|舅舅|表哥|表姐|表弟|表妹|堂哥|堂姐|同事|老板|领导)"
+)
+PEOPLE = re.compile(rf"\b{_PEOPLE_EN}\b|{_PEOPLE_ZH}", re.IGNORECASE)
+# One of them as what a statement is about: "my sister", 我姐姐 (not "with friends from
+# work": that Thursday is the speaker's own).
+_SOMEONE_ELSES = re.compile(
+    rf"\b(my|our)( \w+)? {_PEOPLE_EN}\b|我们?的?{_PEOPLE_ZH}", re.IGNORECASE
+)
+# A statement in English gives the speaker's own value only if it says I, my, we or our,
+# or "the new car" ("The Kia EV6 is out" might be anyone's; "the new car is a Kia EV6", told
+# to one's assistant, is one's own); Chinese drops the subject (新车是理想L6).
+_FIRST_PERSON = re.compile(
+    r"\b(i|i'm|i've|i'd|me|my|mine|we|we're|we've|us|our)\b"
+    r"|^\W*the new (car|phone|job|flat|apartment|house|place)\b",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class Attribute:
+    name: str
+    said: re.Pattern[str]  # a statement that gives it a value
+    asked: re.Pattern[str]  # a question that asks for its value
+    value: re.Pattern[str] | None  # what the statement must also hold, where `said` cannot
+
+    def gets_a_value(self, text: str) -> bool:
+        return bool(self.said.search(text)) and (
+            self.value is None or bool(self.value.search(text))
+        )
+
+
+def _attribute(
+    name: str, said: tuple[str, ...], asked: tuple[str, ...], value: str | None = None
+) -> Attribute:
+    return Attribute(
+        name,
+        re.compile("|".join(said), re.IGNORECASE),
+        re.compile("|".join(asked), re.IGNORECASE),
+        re.compile(value, re.IGNORECASE) if value else None,
+    )
+
+
+# In order: the first row a statement matches is its attribute (an employer before a phone:
+# 小米 is both).
+ATTRIBUTES = (
+    _attribute(
+        "home",
+        said=(
+            rf"\b(i|we) (now |currently |still |also )?live in {_CAP}",
+            rf"\b(i'm|i am|we're|we are) (now |currently |still )?(living|based|settled) in {_CAP}",
+            rf"\b(i|we|i've|we've|i have|we have) (just |finally |recently |now )?(moved|relocated)"
+            rf" (back |over )?(here )?to {_CAP}",
+            rf"\bhome is (now )?(in )?{_CAP}",
+            rf"(住在|搬到|搬去|搬来|定居在?|落户在?)(?!一起|酒店|宾馆|民宿|朋友家|附近){_CAP}?{_CJK}{{2}}",
+            rf"我们?(现在|目前|一直)?在{_CJK}{{2,4}}(生活|定居|安家)",
+        ),
+        asked=(
+            r"\bwhere do (i|we) live\b|\b(which|what) (city|town|country)\b"
+            r"|\bwhere('s| is) (my|our) home\b|\bwhere am i based\b",
+            r"住(在)?哪|(哪个|什么)(城市|地方)",
+        ),
+    ),
+    _attribute(
+        "employer",
+        said=(
+            rf"\b(i|we) (now |currently |still )?work (at|for) {_CAP}",
+            rf"\bmy (new |current )?(employer|company),? {_CAP}"
+            rf"|\b{_CAP}\w*, my (employer|company)\b",
+            rf"\b(i|we) (just |recently |finally )?(started (work |a new job )?(at|with) |joined )"
+            rf"{_CAP}",
+            rf"\bfirst (day|week|month) at {_CAP}",
+            r"\b(i|i've|i have) (just )?(got|started|landed) a new job\b|\bmy new job\b"
+            r"|^\W*new job\b|\baccepted (an|a|the|their) (job )?offer\b",
+            rf"\bi (just )?(quit|left) (my job at )?{_CAP}",
+            rf"^\W*at {_CAP}\w*( {_CAP}\w*)? we\b",
+            rf"在(?!家){_CAP}?{_CJK}{{1,6}}?(上班|工作|任职)",
+            rf"(跳槽到|跳槽去|入职|加入了?|离开了?){_CAP}?{_CJK}{{2,6}}(公司|了|[，,。！!]|$)",
+            rf"换(了)?工作了?[，,]\s*(现在)?在{_CJK}{{2,6}}",
+        ),
+        asked=(
+            r"\b(which|what) company\b|\bwhere do i work\b|\bwho do i work for\b"
+            r"|\bmy (employer|company)\b",
+            r"(哪|哪个|什么)(家)?公司|在哪(儿|里)?(上班|工作)",
+        ),
+    ),
+    _attribute(
+        "team",
+        said=(
+            r"\b(on|joined|to|into|in) the [\w-]+( [\w-]+)? team\b",
+            r"\bour [\w-]+( [\w-]+)? team\b",
+            rf"(调到|转到|调去|加入了?|我们|在){_CJK}{{1,5}}?(组(?!件|合|织)|团队)",
+        ),
+        asked=(r"\b(which|what) team\b", r"(哪个|什么)(组(?!件|合|织)|团队)"),
+    ),
+    _attribute(
+        "partner",
+        said=(
+            rf"\bmy (new |current )?(partner|boyfriend|girlfriend|wife|husband|fianc[eé]e?|spouse)"
+            rf",? {_CAP}[a-z]+",
+            rf"\b{_CAP}[a-z]+, my (new |current )?(partner|boyfriend|girlfriend|wife|husband)\b",
+            rf"\b(seeing|dating|married to|engaged to|moved in with|living with) {_CAP}[a-z]+",
+            rf"\b(split up|broke up|separated) with {_CAP}[a-z]+|\b{_CAP}[a-z]+ and i"
+            r" (split up|broke up|separated)\b",
+            # a couple's next steps name the partner: "things with Sam are getting serious,
+            # we're moving in together"
+            rf"(\b(with|and) {_CAP}[a-z]+|\b{_CAP}[a-z]+ and i)\b[^.;]*\b(mov(e|ing) in together"
+            r"|getting married|got engaged|getting engaged)\b",
+            rf"(对象|男朋友|女朋友|男友|女友|老公|老婆|丈夫|妻子|爱人)(是|叫)?{_SURNAME}{_CJK}{{1,2}}",
+            rf"(和|跟){_SURNAME}{_CJK}{{1,2}}([^。！？]*(住在一起|同居|结婚|订婚)|在一起|分手)",
+        ),
+        asked=(
+            r"\bmy (partner|boyfriend|girlfriend|wife|husband|spouse)\b"
+            r"|\bwho am i (seeing|dating|with)\b",
+            # mine: 对象 alone is also a programmer's "object" (Python对象)
+            r"我的?(现在的)?(对象|男朋友|女朋友|男友|女友|老公|老婆|丈夫|妻子|爱人)",
+        ),
+    ),
+    _attribute(
+        "phone",
+        said=(
+            rf"\b({_PHONE_BRANDS})\s?(\w+\s)?\w*\d|\bnothing phone\b",
+            r"(iPhone|Pixel|华为|Mate|小米|vivo|OPPO|一加|荣耀|红米|三星)\s?(\w+\s)?\w*\d",
+        ),
+        asked=(r"\b(what|which) (phone|mobile)\b|\bmy phone\b", r"(什么|哪款|哪个)手机"),
+    ),
+    _attribute(
+        "car",
+        said=(
+            rf"\b(drive|driving|drove|bought|got|sold|traded in) (a|an|the|my|our) (new |used )?"
+            rf"{_CAP}",
+            rf"\bcar is (now )?(a|an|the) {_CAP}|\b(my|our|a|an|the) ({_CAR_BRANDS})\b",
+            r"开的是|新车|(那|一)辆|现在开(?!会|心|始|学|课|门|关|发|放|玩)",
+        ),
+        asked=(r"\b(what|which) car\b|\bdo i drive\b", r"(什么|哪款|哪个|哪辆)车"),
+    ),
+    _attribute(
+        "budget",
+        said=(
+            r"\bbudget\b|\b(laptop|phone|car|trip|holiday|wedding|house) money\b"
+            r"|\bcan (spend|go (up )?to|afford)\b[^.;]{0,20}[$£€¥\d]",
+            r"预算|能花[^，。,]{0,4}[\d一二两三四五六七八九十百千万]",
+        ),
+        asked=(r"\bbudget\b|\bhow much can i spend\b", r"预算"),
+        value=MONEY,
+    ),
+    _attribute(
+        "learning a language",
+        said=(
+            rf"\b(learning|studying|started|dropped|signed up for|taking) (a |an )?"
+            rf"({_LANGUAGES})\b",
+            rf"\b({_LANGUAGES}) (lessons|classes|course|class|lesson)\b",
+            rf"学{_CJK}{{0,2}}?{_CJK}{{1,3}}语|{_CJK}{{1,3}}语(课|班)",
+        ),
+        asked=(
+            r"\b(which|what) language\b|\blanguage (am i|i'm) learning\b",
+            r"(哪门|什么|哪种)(外语|语言)|学(什么|哪)",
+        ),
+    ),
+    _attribute(
+        "a weekday's activity",
+        said=(
+            # every week: "every Thursday", "on Thursdays", "Thursday nights are"
+            rf"\bevery {_WEEKDAY_EN}( {_PART_OF_DAY})?\b|\bon {_WEEKDAY_EN}s\b"
+            rf"|\bon {_WEEKDAY_EN} {_PART_OF_DAY}s\b|\b{_WEEKDAY_EN}s? {_PART_OF_DAY}s (are|is)\b"
+            rf"|\b{_WEEKDAY_EN} is my \w+ {_PART_OF_DAY}\b",
+            r"(周|星期)[一二三四五六日天](晚上|早上|上午|下午)?[^，。,]{0,6}(打|踢|练|游泳|跑步|健身|上课"
+            r"|俱乐部|活动|的日子|去(?=[，。,！!]|$))",
+        ),
+        asked=(
+            rf"\bon {_WEEKDAY_EN}s?( {_PART_OF_DAY}s?)?\b",
+            r"(周|星期)[一二三四五六日天](晚上|早上|上午|下午)?",
+        ),
+    ),
+)
+
+# A favourite thing is one at a time too, keyed by what kind of thing it is.
+_FAVOURITE_EN = re.compile(r"\bmy (new |all-time )?favou?rite (\w+)", re.IGNORECASE)
+_FAVOURITE_ZH = re.compile(r"最喜欢的(" + _CJK + r"{1,3}?)(是|换成|变成|也是)")
+_MUSIC = re.compile(
+    r"\bon repeat\b|\bplay(ing)? all day\b|\blistening to\b(?! (a|the|my|some) podcast)"
+    r"|天天(放|听)|一直在听|最近在听|迷上[^。！？]*听",
+    re.IGNORECASE,
+)
+# The kinds of favourite things that are the same kind: a band, a singer, music.
+_KINDS = {
+    "band": "music",
+    "singer": "music",
+    "artist": "music",
+    "musician": "music",
+    "group": "music",
+    "music": "music",
+    "歌手": "music",
+    "乐队": "music",
+    "歌": "music",
+}
+_ASKED_FAVOURITE_EN = re.compile(r"\bfavou?rite (\w+)", re.IGNORECASE)
+_ASKED_FAVOURITE_ZH = re.compile(
+    r"最喜欢(听)?(谁|哪)[^？?]*歌|最喜欢的(" + _CJK + r"{1,3}?)(是|叫)"
+)
+
+
+def _kind(noun: str) -> str:
+    noun = noun.lower().rstrip("s") if not CJK_RUN.search(noun) else noun
+    return f"favourite {_KINDS.get(noun, noun)}"
+
+
+def _favourite_said(text: str) -> str | None:
+    english = _FAVOURITE_EN.search(text)
+    if english:
+        return _kind(english.group(2))
+    chinese = _FAVOURITE_ZH.search(text)
+    if chinese:
+        return _kind(chinese.group(1))
+    return "favourite music" if _MUSIC.search(text) else None
+
+
+def _favourite_asked(query: str) -> str | None:
+    english = _ASKED_FAVOURITE_EN.search(query)
+    if english:
+        return _kind(english.group(1))
+    chinese = _ASKED_FAVOURITE_ZH.search(query)
+    if chinese:
+        return _kind(chinese.group(3)) if chinese.group(3) else "favourite music"
+    return None
+
+
+def _weekday(text: str) -> str:
+    """Which day a weekday attribute is about: Thursday's activity is not Monday's."""
+    english = re.search(_WEEKDAY_EN, text, re.IGNORECASE)
+    if english:
+        return english.group(1).lower()
+    chinese = re.search(r"(周|星期)([一二三四五六日天])", text)
+    return {"天": "日"}.get(chinese.group(2), chinese.group(2)) if chinese else ""
+
+
+def _named(attribute: Attribute, text: str) -> str:
+    if attribute.name == "a weekday's activity":
+        return f"{attribute.name}: {_weekday(text)}"
+    return attribute.name
+
+
+def said(text: str) -> str | None:
+    """The attribute the statement gives the speaker's value to, if any. Not one about
+    another person ("my sister lives in Leeds"): only a partner's name is the speaker's."""
+    if not (CJK_RUN.search(text) or _FIRST_PERSON.search(text)):
+        return None
+    about_others = _SOMEONE_ELSES.search(text) is not None
+    for attribute in ATTRIBUTES:
+        if about_others and attribute.name != "partner":
+            continue
+        if attribute.gets_a_value(text):
+            return _named(attribute, text)
+    return None if about_others else _favourite_said(text)
+
+
+def asked(query: str) -> str | None:
+    """The attribute the question asks for, if any: "Which city do I live in now?" asks for
+    "home"."""
+    favourite = _favourite_asked(query)
+    if favourite:
+        return favourite
+    for attribute in ATTRIBUTES:
+        if attribute.asked.search(query):
+            return _named(attribute, query)
+    return None
+
+
+def of_memory(content: str) -> str | None:
+    """The attribute a memory's text gives a value to, past the day and speaker labels the
+    extractor puts before it (`LongTermMemory.attribute` holds it)."""
+    return said(statement_of(content))

@@ -1,0 +1,216 @@
+"""A person's single-valued attributes (memory.attributes): what a statement gives a value to
+and what a question asks for, in English and Chinese; a newer value supersedes the older
+ones however far apart their words; a question about an attribute gets the current value.
+
+The wordings here are this file's own, none of them from the updates evaluation set
+(tests/data/updates), whose figures measure the same rule on the set's wordings."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from functools import partial
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from memory import attributes
+from memory.context import context_build
+from memory.memories import derive_attributes, memories_of, memory_create, memory_update
+from memory.models import LongTermMemory
+from memory.supersession import attribute_verdict
+from tests.factories import add_message, consolidate_session
+
+STATED = [
+    ("We relocated to Lisbon in the spring.", "home"),
+    ("I'm now living in Toronto with a view of the lake.", "home"),
+    ("我去年搬到了杭州。", "home"),
+    ("我们现在在厦门定居。", "home"),
+    ("I work for Siemens as an analyst.", "employer"),
+    ("Last month I joined Stripe.", "employer"),
+    ("My first day at Canva is on Monday.", "employer"),
+    ("我上个月入职了网易。", "employer"),
+    ("I'm on the platform team since the reorg.", "team"),
+    ("我现在在风控组，事情不多。", "team"),
+    ("My girlfriend Priya is a nurse.", "partner"),
+    ("I've been dating Sam since June.", "partner"),
+    ("我男朋友王浩是医生。", "partner"),
+    ("Jo and I are getting married in May.", "partner"),
+    ("我跟林然打算明年结婚。", "partner"),
+    ("The new car is a Polestar 2, and it's quiet.", "car"),
+    ("I upgraded to a Galaxy S23.", "phone"),
+    ("我换了一台小米14。", "phone"),
+    ("We bought a used Volvo last year.", "car"),
+    ("我们家开的是比亚迪汉。", "car"),
+    ("Our budget for the sofa is €900.", "budget"),
+    ("装修预算是二十万元。", "budget"),
+    ("My favourite singer right now is Adele.", "favourite music"),
+    ("我最喜欢的乐队是五月天。", "favourite music"),
+    ("My favourite film is Heat.", "favourite film"),
+    ("I started Japanese lessons in October.", "learning a language"),
+    ("我在学日语。", "learning a language"),
+    ("Every Tuesday evening I go climbing.", "a weekday's activity: tues"),
+    ("每周三晚上我去游泳。", "a weekday's activity: 三"),
+]
+
+NOT_STATED = [
+    "My sister lives in Leeds.",  # someone else's
+    "我姐姐住在苏州。",
+    "My partner thinks I overplan.",  # which partner?
+    "My phone is slow today.",  # no value
+    "I drive to work.",
+    "My budget is tight this month.",
+    "The new Kia EV6 is out.",  # whose?
+    "I have two cats.",  # one more, not one at a time
+    "我对花生过敏。",
+    "I'm seeing the dentist on Thursday.",  # once, not every week
+    "我在家工作。",
+    "我和朋友住在一起。",
+    "我在用一个组件库写页面。",
+]
+
+
+@pytest.mark.parametrize(("text", "attribute"), STATED)
+def test_a_statement_gives_its_attribute_a_value(text, attribute):
+    assert attributes.said(text) == attribute
+
+
+@pytest.mark.parametrize("text", NOT_STATED)
+def test_a_statement_of_someone_else_or_without_a_value_gives_none(text):
+    assert attributes.said(text) is None
+
+
+@pytest.mark.parametrize(
+    ("question", "attribute"),
+    [
+        ("Where do I live these days?", "home"),
+        ("我现在住哪？", "home"),
+        ("Who do I work for?", "employer"),
+        ("我在哪上班？", "employer"),
+        ("What team am I in?", "team"),
+        ("Remind me of my girlfriend's name", "partner"),
+        ("我老公叫什么？", "partner"),
+        ("Which phone should I buy a case for?", "phone"),
+        ("我开的是什么车？", "car"),
+        ("How much can I spend on the sofa?", "budget"),
+        ("What's my favourite film?", "favourite film"),
+        ("我最喜欢听谁的歌？", "favourite music"),
+        ("What language am I learning?", "learning a language"),
+        ("What do I do on Tuesday evenings?", "a weekday's activity: tues"),
+        ("What did I eat yesterday?", None),
+        ("Python对象怎么序列化成JSON？", None),
+        ("这个页面用什么组件库比较好？", None),
+        ("帮我写一封邮件", None),
+    ],
+)
+def test_a_question_asks_for_an_attribute(question, attribute):
+    assert attributes.asked(question) == attribute
+
+
+def test_a_memorys_labels_are_not_its_statement():
+    assert attributes.of_memory("[2 May 2026] Ana: Last month I joined Stripe.") == "employer"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "supersedes"),
+    [
+        ("I work for Siemens as an analyst.", "Last month I joined Stripe.", True),
+        ("Ana: We relocated to Lisbon in the spring.", "我去年搬到了杭州。", True),
+        ("我男朋友王浩是医生。", "我男朋友李然下周来看我。", True),
+        ("I live in Osaka.", "I also live in Kyoto part of the year.", False),  # one more
+        ("I live in Osaka.", "[3 May 2026] I live in Osaka.", False),  # the same value
+        ("Every Tuesday evening I go climbing.", "I play chess every Friday evening.", False),
+        ("I work for Siemens as an analyst.", "We relocated to Lisbon in the spring.", False),
+        ("My budget for the sofa is €900.", "I have two cats.", False),
+    ],
+)
+def test_a_newer_value_of_the_same_attribute_supersedes(old, new, supersedes):
+    assert attribute_verdict(old, new).supersedes is supersedes
+
+
+# --- in the database --------------------------------------------------------------------------
+
+say = partial(add_message, agent_id="agent-a")
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """Runs 31 s apart, so the agent's consolidation window never defers one."""
+    now = [timezone.now().replace(microsecond=0)]
+    monkeypatch.setattr(timezone, "now", lambda: now[0])
+
+    def advance() -> None:
+        now[0] += timedelta(seconds=31)
+
+    return advance
+
+
+def consolidated(session: str, *texts: str) -> None:
+    for text in texts:
+        say(text, session_id=session)
+    consolidate_session(agent_id="agent-a", session_id=session)
+
+
+@pytest.mark.django_db
+def test_the_extractor_and_consolidation_replace_an_employer_said_in_other_words(clock):
+    consolidated("s1", "Can you help with a cover letter? I work for Siemens as an analyst.")
+    clock()
+    consolidated("s2", "Quick one about trains. Last month I joined Stripe, so my commute changed.")
+
+    (current,) = [m for m in memories_of("agent-a") if m.attribute == "employer"]
+    assert "Stripe" in current.content
+    old = LongTermMemory.objects.get(content__contains="Siemens")
+    assert old.superseded_by_id == current.pk
+
+
+@pytest.mark.django_db
+def test_a_question_about_an_attribute_gets_its_current_value(clock):
+    consolidated("s1", "我住在苏州，平时喜欢骑车。")
+    clock()
+    consolidated("s2", "我去年搬到了杭州，离公司近多了。")
+
+    context = context_build(
+        agent_id="agent-a", session_id="s3", query="我现在住在哪个城市？", model_window=8192
+    )
+
+    (item,) = [i for i in context.layers["long_term"].items if i.method == "attribute"]
+    assert "杭州" in item.content
+    assert item.why == "asks for an attribute (home): its current value"
+    assert not any("苏州" in i.content for i in context.layers["long_term"].items)
+
+
+@pytest.mark.django_db
+def test_a_question_about_an_attribute_nobody_gave_adds_nothing():
+    memory_create(
+        agent_id="agent-a", content="I like green tea.", memory_type="preference", actor="dana"
+    )
+
+    context = context_build(
+        agent_id="agent-a", session_id="s1", query="Which city do I live in?", model_window=8192
+    )
+
+    assert [i.method for i in context.layers["long_term"].items if i.method == "attribute"] == []
+
+
+@pytest.mark.django_db
+def test_the_column_follows_the_text_and_is_derived_for_rows_written_without_it():
+    memory = memory_create(
+        agent_id="agent-a", content="I live in Osaka.", memory_type="fact", actor="dana"
+    )
+    assert memory.attribute == "home"
+    memory_update(memory, content="I work for Siemens.", actor="dana")
+    memory.refresh_from_db()
+    assert memory.attribute == "employer"
+    with connection.cursor() as cursor:  # as the README's plain SQL writes a memory
+        cursor.execute(
+            "INSERT INTO long_term_memories (agent_id, content, memory_type) VALUES (%s, %s, %s)",
+            ["agent-a", "我在学日语。", "fact"],
+        )
+    written = LongTermMemory.objects.get(content="我在学日语。")
+    assert written.attribute is None
+
+    derive_attributes(using="default")
+
+    written.refresh_from_db()
+    assert written.attribute == "learning a language"
+    assert LongTermMemory.objects.get(pk=memory.pk).attribute == "employer"
