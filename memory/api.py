@@ -150,6 +150,10 @@ class MemoryOut(Schema):
         description="the id of the memory that replaced it (it may have been deleted since)"
     )
     superseded: bool = Field(description="replaced by a newer memory: not current")
+    attribute: str | None = Field(
+        description="the person's single-valued attribute the text gives a value to (home, "
+        "employer, partner…): a newer value of it supersedes this one; null for none"
+    )
     sources: list[MessageSourceOut | PersonSourceOut] = Field(
         description="where the memory came from: the messages an extraction found it in, "
         "oldest first, then the people who wrote or reworded it"
@@ -162,6 +166,10 @@ class MemoryOut(Schema):
     @staticmethod
     def resolve_superseded_by(memory: LongTermMemory) -> int | None:
         return memory.superseded_by_id
+
+    @staticmethod
+    def resolve_attribute(memory: LongTermMemory) -> str | None:
+        return memory.attribute or None
 
     @staticmethod
     def resolve_superseded(memory: LongTermMemory) -> bool:

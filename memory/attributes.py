@@ -70,7 +70,9 @@ PEOPLE = re.compile(rf"\b{_PEOPLE_EN}\b|{_PEOPLE_ZH}", re.IGNORECASE)
 # One of them as what a statement is about: "my sister", 我姐姐 (not "with friends from
 # work": that Thursday is the speaker's own).
 _SOMEONE_ELSES = re.compile(
-    rf"\b(my|our)( \w+)? {_PEOPLE_EN}\b|我们?的?{_PEOPLE_ZH}", re.IGNORECASE
+    rf"\b(my|our)( \w+)? {_PEOPLE_EN}\b|我们?的?{_PEOPLE_ZH}|我(姐|妹|哥|弟|爸|妈)"
+    rf"|^\W*{_PEOPLE_ZH}",  # Chinese opens on whom it is about: 室友在学法语
+    re.IGNORECASE,
 )
 # A statement in English gives the speaker's own value only if it says I, my, we or our,
 # or "the new car" ("The Kia EV6 is out" might be anyone's; "the new car is a Kia EV6", told

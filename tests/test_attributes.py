@@ -56,6 +56,8 @@ STATED = [
 NOT_STATED = [
     "My sister lives in Leeds.",  # someone else's
     "我姐姐住在苏州。",
+    "我哥在字节上班。",
+    "同事在学德语。",
     "My partner thinks I overplan.",  # which partner?
     "My phone is slow today.",  # no value
     "I drive to work.",
