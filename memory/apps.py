@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import request_finished
 from django.db.backends.signals import connection_created
@@ -16,7 +17,7 @@ class MemoryConfig(AppConfig):
         # it restarts, and the web process and the worker started together agree.
         from django.conf import settings
 
-        from memory import auth, embeddings, index
+        from memory import auth, embeddings, index, server_settings
         from orca_memory.core.config import log_legacy_notice
 
         log_legacy_notice(settings.ORCA)  # old configuration keys: once per process
@@ -27,3 +28,5 @@ class MemoryConfig(AppConfig):
         connection_created.connect(index.prepare_connection)
         # Bookkeeping of API keys waits until a request is answered (memory.auth).
         request_finished.connect(auth.record_key_uses)
+        # PostgreSQL's shared_buffers and maintenance_work_mem, warned about by migrate.
+        checks.register(server_settings.check_server_settings, checks.Tags.database)
