@@ -102,7 +102,8 @@ screenshots: install browser
 # POST per message with embeddings off, and with a stand-in for a remote provider answering
 # after 100 ms (bench/stub_provider.py). Last, the worker's embedding rate beside the model's
 # own (LoCoMo messages), and beside the remote client's against the stand-in at 0 and 100 ms
-# a call.
+# a call; then each bundled model's rate on LoCoMo messages and on 200 agent replies of 300
+# words (tests/data/agent_sessions).
 bench: install
 	$(BIN)/python manage.py bench_knn
 	$(BIN)/python manage.py bench_context
