@@ -28,8 +28,8 @@ class ServerSetting:
     name: str
     check_id: str
     minimum_bytes: int
-    # How to set it, said in the warning: whether it needs a restart.
-    takes_effect: str
+    applied_by: str  # what makes a new value take effect
+    advice: str
 
     @property
     def recommended(self) -> str:
@@ -41,13 +41,15 @@ SERVER_SETTINGS: tuple[ServerSetting, ...] = (
         "shared_buffers",
         "orca.W001",
         512 * MB,
-        "then restart PostgreSQL; on a dedicated machine about a quarter of its memory",
+        applied_by="restart PostgreSQL",
+        advice="on a machine of its own, about a quarter of its memory",
     ),
     ServerSetting(
         "maintenance_work_mem",
         "orca.W002",
         512 * MB,
-        "then SELECT pg_reload_conf(); more makes HNSW index builds faster",
+        applied_by="SELECT pg_reload_conf()",
+        advice="more makes HNSW index builds faster",
     ),
 )
 _READ = "SELECT current_setting(%s), pg_size_bytes(current_setting(%s))"
@@ -70,7 +72,8 @@ def check_server_settings(
     databases: Sequence[str] | None = None, **kwargs: Any
 ) -> list[checks.CheckMessage]:
     """One warning per setting below its minimum, naming its value, the recommended one and
-    how to set it (on PostgreSQL only; a server that cannot be reached is migrate's error)."""
+    how to set it (on PostgreSQL only; a server that cannot be reached raises the error
+    migrate itself would)."""
     found: list[checks.CheckMessage] = []
     for alias in databases or ():
         if connections[alias].vendor != "postgresql":
@@ -84,9 +87,9 @@ def check_server_settings(
                     f"{setting.recommended}.",
                     hint=(
                         f"As a superuser: ALTER SYSTEM SET {setting.name} = "
-                        f"'{setting.recommended}'; {setting.takes_effect} (or set it in "
-                        "postgresql.conf, or your managed service's parameters; "
-                        "docs/DEPLOYMENT.md)."
+                        f"'{setting.recommended}', then {setting.applied_by}; or set it in "
+                        "postgresql.conf or your managed service's parameters "
+                        f"({setting.advice}; docs/DEPLOYMENT.md)."
                     ),
                     id=setting.check_id,
                 )
