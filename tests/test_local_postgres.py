@@ -91,6 +91,13 @@ def test_every_later_command_of_the_home_uses_the_recorded_server_until_it_is_fo
                 shown = connection.execute(f"SHOW {setting.name}").fetchone()[0]
                 assert shown == setting.recommended
 
+        with psycopg.connect(url, autocommit=True) as connection:
+            connection.execute("ALTER SYSTEM SET maintenance_work_mem = '1GB'")
+            connection.execute("SELECT pg_reload_conf()")
+        assert last_line(manage(home, "local_postgres")) == url  # found running, as it was
+        with psycopg.connect(url) as connection:  # a value someone raised stays
+            assert connection.execute("SHOW maintenance_work_mem").fetchone() == ("1GB",)
+
         # The commands the start banner and the README print, with nothing but ORCA_HOME.
         migrated = manage(home, "migrate", "--no-input", **NO_RUNTIME_DIR)
         key = manage(home, "create_api_key", "--agent", "agent-1")
