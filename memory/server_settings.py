@@ -1,9 +1,9 @@
 """The PostgreSQL server settings the service needs, checked at start.
 
 PostgreSQL's defaults (shared_buffers 128MB, maintenance_work_mem 64MB) are sized for a server
-that shares its machine with anything: the HNSW graphs a query walks do not stay in 128MB of
-buffers, and an HNSW index built in 64MB of memory spills to disk and takes many times as long
-(docs/DEPLOYMENT.md). `check_server_settings` is a Django system check on the `database` tag
+that shares its machine with anything: the HNSW graph a query walks at 100k messages of 1024
+dimensions does not stay in 128MB of buffers, and pgvector builds an HNSW index much faster
+while the graph fits in maintenance_work_mem (docs/DEPLOYMENT.md). `check_server_settings` is a Django system check on the `database` tag
 (registered by memory.apps):
 `manage.py migrate` (every `make run`, every deployment's migrate step) and `manage.py check
 --database default` print its warnings. `manage.py local_postgres` gives its server these
