@@ -50,12 +50,13 @@ def module_at(revision: str) -> object:
         text=True,
         check=True,
     ).stdout
-    path = Path(tempfile.mkdtemp(prefix="orca-minilm-")) / "minilm_before.py"
-    path.write_text(source, encoding="utf-8")
-    spec = importlib.util.spec_from_file_location("minilm_before", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
+    with tempfile.TemporaryDirectory(prefix="orca-minilm-") as folder:
+        path = Path(folder) / "minilm_before.py"
+        path.write_text(source, encoding="utf-8")
+        spec = importlib.util.spec_from_file_location("minilm_before", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # dataclasses look their module up there
+        spec.loader.exec_module(module)
     return module
 
 
