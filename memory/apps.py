@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import request_finished
 from django.db.backends.signals import connection_created
@@ -17,7 +18,7 @@ class MemoryConfig(AppConfig):
         # it restarts, and the web process and the worker started together agree.
         from django.conf import settings
 
-        from memory import auth, embeddings, index, memories
+        from memory import auth, embeddings, index, memories, server_settings
         from orca_memory.core.config import log_legacy_notice
 
         log_legacy_notice(settings.ORCA)  # old configuration keys: once per process
@@ -29,3 +30,5 @@ class MemoryConfig(AppConfig):
         # Bookkeeping of API keys waits until a request is answered (memory.auth).
         request_finished.connect(auth.record_key_uses)
         post_migrate.connect(memories.derive_attributes, sender=self)
+        # PostgreSQL's shared_buffers and maintenance_work_mem, warned about by migrate.
+        checks.register(server_settings.check_server_settings, checks.Tags.database)

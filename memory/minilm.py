@@ -26,6 +26,11 @@ DIMENSION = 384
 # Tokens per forward pass (8 texts of the longest): bounds the memory a pass takes; more took
 # more memory for the same speed (docs/BENCHMARKS.md, "MiniLM in numpy, one BLAS thread").
 TOKENS_PER_PASS = 2048
+# Characters of a text tokenized first, per token of the window: English runs at 4-6
+# characters a token, Chinese at about 1, so the window's tokens are almost always among them
+# and the rest of a long text is never tokenized. Where they are not (long runs of spaces,
+# words of dozens of letters), the whole text is (MiniLM._token_ids).
+CHARS_PER_TOKEN = 8
 # Rows of the feed-forward layer computed at once: small enough that its (rows, 1536)
 # intermediate stays in the CPU's cache through GELU's dozen passes (faster than all rows).
 FEED_FORWARD_ROWS = 256
@@ -117,7 +122,9 @@ class MiniLM:
         # texts), and the cut where sentence-transformers makes it.
         self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         self._tokenizer.no_padding()
-        self._tokenizer.enable_truncation(max_length=max_tokens)
+        self._tokenizer.no_truncation()  # _token_ids cuts, knowing where the text was cut
+        self._max_tokens: int = max_tokens
+        self._head_chars = CHARS_PER_TOKEN * max_tokens
         tensors = read_safetensors(model_dir / "model.safetensors")
         self._words = tensors["embeddings.word_embeddings.weight"]
         self._positions = tensors["embeddings.position_embeddings.weight"]
@@ -146,7 +153,7 @@ class MiniLM:
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         # One text at a time: encode_batch would start the tokenizer's own thread pool.
-        token_ids = [self._tokenizer.encode(text).ids for text in texts]
+        token_ids = [self._token_ids(text) for text in texts]
         vectors = np.empty((len(texts), DIMENSION), dtype=np.float32)
         start = 0
         while start < len(texts):
@@ -157,6 +164,20 @@ class MiniLM:
             vectors[start:end] = self._forward(token_ids[start:end])
             start = end
         return vectors
+
+    def _token_ids(self, text: str) -> list[int]:
+        """The text's tokens as sentence-transformers cuts them: [CLS], the window's tokens
+        but two, [SEP]. Only the text's beginning is tokenized when the tokens kept all come
+        from words that end inside it (its last word may be cut there, so none of that word's
+        tokens may be kept); otherwise the whole text is."""
+        keep = self._max_tokens - 2
+        if len(text) > self._head_chars:
+            head = self._tokenizer.encode(text[: self._head_chars])
+            words = head.word_ids  # None for [CLS] and [SEP]
+            if len(head.ids) - 2 > keep and words[keep] < words[-2]:
+                return [*head.ids[: keep + 1], head.ids[-1]]
+        ids = self._tokenizer.encode(text).ids
+        return ids if len(ids) - 2 <= keep else [*ids[: keep + 1], ids[-1]]
 
     def _forward(self, token_ids: list[list[int]]) -> np.ndarray:
         """The texts' tokens packed one after another, without padding: the dense layers work

@@ -63,12 +63,14 @@ def test_it_compares_bundled_models_on_short_and_agent_style_texts(tmp_path):
         "40",
         "--runs",
         "1",
+        "--long-texts",
+        "8",
         "--models",
         "all-MiniLM-L6-v2",
         "universal-sentence-encoder-multilingual",
     )
 
-    assert re.search(r"^40 messages and [1-9]\d* texts of 300 words", result.stdout, re.M)
+    assert re.search(r"^40 messages and 8 texts of 300 words", result.stdout, re.M)
     rows = re.findall(
         r"^([\w-]+) \| [\d.]+ \| ([\d.]+) \| [\d.]+ \| ([\d.]+) \|", result.stdout, re.M
     )

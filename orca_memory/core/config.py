@@ -9,6 +9,12 @@ rows together: a provider preset fills the endpoint and model it implies, and th
 sections replaced (`[siliconflow]`, `[openai]`, `[orca] embedding_*`) are still read where the
 new key is not set, with a notice (`Config.legacy_notice`). For each key the environment wins
 over the file, and within each the new key over the old one.
+
+One value is not a setting: the URL of the local PostgreSQL server that `manage.py
+local_postgres` (`make run-postgres`) started, recorded in `$ORCA_HOME/local_postgres.url` and
+used when neither ORCA_DATABASE_URL nor `[orca] database_url` names a database, so that every
+later command with that home finds the same database (`local_postgres --forget` returns it to
+SQLite).
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
+
+from orca_memory.core.files import open_private
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +75,8 @@ class Config:
     # The old keys this configuration still uses, and the new ones to write instead (logged
     # once as each process starts, by `log_legacy_notice`).
     legacy_notice: str | None = None
+    # Whether database_url is the local server's recorded by `manage.py local_postgres`.
+    database_url_recorded: bool = False
 
 
 def _positive_int(value: str) -> int:
@@ -482,8 +492,45 @@ def log_legacy_notice(config: Config) -> None:
         logger.warning(config.legacy_notice)
 
 
+# `manage.py local_postgres` writes its server's URL here (in the home, beside config.toml).
+RECORDED_URL_FILE = "local_postgres.url"
+
+
+def record_database_url(home: Path, url: str) -> Path:
+    """Keep `url` as the home's database for every later process (0600: a URL may carry a
+    password); returns the file."""
+    path = home / RECORDED_URL_FILE
+    with os.fdopen(open_private(path, os.O_WRONLY | os.O_TRUNC), "w") as file:
+        file.write(url + "\n")
+    return path
+
+
+def forget_database_url(home: Path) -> bool:
+    """Forget the recorded URL (the server and its data are left alone); whether one was."""
+    try:
+        (home / RECORDED_URL_FILE).unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _recorded_url(home: Path) -> str | None:
+    path = home / RECORDED_URL_FILE
+    try:
+        url = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return None
+    try:
+        return _database_url(url)
+    except ValueError as exc:
+        raise ConfigError(
+            f"{path}: not a database URL ({exc}); `manage.py local_postgres --forget` removes it"
+        ) from exc
+
+
 def load_config(env: Mapping[str, str] | None = None) -> Config:
-    """Defaults, then `$ORCA_HOME/config.toml` (default `~/.orca`), then the environment."""
+    """Defaults, then `$ORCA_HOME/config.toml` (default `~/.orca`), then the environment; the
+    recorded local server's URL where neither names a database."""
     env = os.environ if env is None else env
     home = Path(env.get("ORCA_HOME") or "~/.orca").expanduser()
     config_file = home / "config.toml"
@@ -508,4 +555,13 @@ def load_config(env: Mapping[str, str] | None = None) -> Config:
             found[setting.section, setting.key] = Found(setting, value, where, from_env)
         else:
             values[setting.attribute] = value
-    return Config(**values, **_llm(found), **_embedding(found), legacy_notice=_legacy_notice(found))
+    recorded = values["database_url"] is None and (url := _recorded_url(home)) is not None
+    if recorded:
+        values["database_url"] = url
+    return Config(
+        **values,
+        **_llm(found),
+        **_embedding(found),
+        legacy_notice=_legacy_notice(found),
+        database_url_recorded=recorded,
+    )

@@ -10,9 +10,10 @@ provider, each the median of `--runs`:
   fetched, embedded, their vectors and flags written), until nothing is pending.
 
 `--models NAME...` (or `all`): instead, each bundled model (memory.embeddings.LOCAL_MODELS)
-on one thread, as the worker runs it: short texts (the messages) and agent-style ones (the
-messages joined into texts of 300 words) embedded per CPU-second and per second, batches of
-32; the model loaded first, its load time reported.
+on one thread, as the worker runs it: short texts (the messages) and agent-style ones
+(`--long-texts` texts of 300 words: the English assistant replies of tests/data/agent_sessions
+run together and cut, bench.compare_minilm.agent_replies) embedded per CPU-second and per
+second, batches of 32; the model loaded first, its load time reported.
 
 `--stub-latency-ms MS`: instead of the configured provider, the remote providers' client
 (HttpEmbedder, SiliconFlow's and OpenAI's, batch 5) against a local stand-in that answers
@@ -31,6 +32,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from bench.compare_minilm import WORDS, agent_replies
 from bench.evaluation import load_conversations
 from bench.measure import median_and_range
 from bench.stub_provider import STUB_API_KEY, STUB_MODEL, running_stub_provider
@@ -58,6 +60,12 @@ class Command(BaseCommand):
             nargs="+",
             default=None,
             help="bundled models to compare on short and 300-word texts (or: all)",
+        )
+        parser.add_argument(
+            "--long-texts",
+            type=int,
+            default=200,
+            help="with --models: texts of 300 words, from tests/data/agent_sessions (200)",
         )
         parser.add_argument(
             "--stub-latency-ms",
@@ -122,9 +130,9 @@ class Command(BaseCommand):
             use_temporary_database(Path(folder) / "embedding.db")
             load_conversations(options["data"] / "conversations.jsonl", limit=options["messages"])
             short = [vectors.embedding_text(m) for m in MainMessage.objects.order_by("id")]
-        long = _joined(short, words=AGENT_REPLY_WORDS)[:LONG_TEXTS]
+        long = agent_replies(options["long_texts"])
         self.stdout.write(
-            f"{len(short):,} messages and {len(long)} texts of {AGENT_REPLY_WORDS} words, batches "
+            f"{len(short):,} messages and {len(long)} texts of {WORDS} words, batches "
             f"of {MODEL_BATCH}, one thread, median of {options['runs']} runs (lowest-highest):"
         )
         self.stdout.write("model | load s | short /CPU-s | short /s | 300 words /CPU-s | /s")
@@ -162,15 +170,7 @@ class Command(BaseCommand):
         return embedded / seconds
 
 
-AGENT_REPLY_WORDS = 300
-LONG_TEXTS = 64
 MODEL_BATCH = 32
-
-
-def _joined(texts: list[str], *, words: int) -> list[str]:
-    """The texts run together and cut into pieces of `words` words: an agent's long replies."""
-    every = " ".join(texts).split()
-    return [" ".join(every[i : i + words]) for i in range(0, len(every) - words + 1, words)]
 
 
 def _rates(embedder: embeddings.Embedder, texts: list[str]) -> tuple[float, float]:
