@@ -1,10 +1,11 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
 from django.db import connection
-from django.utils import translation
+from django.utils import timezone, translation
 
 
 @pytest.fixture
@@ -178,3 +179,16 @@ def chat(monkeypatch):
     for module in (summaries, consolidation):
         monkeypatch.setattr(module, "configured_chat", lambda: client)
     return answers, prompts
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """Calling it moves the service's clock 31 s on: consolidation runs of one agent that far
+    apart are never deferred by its 30-second window."""
+    now = [timezone.now().replace(microsecond=0)]
+    monkeypatch.setattr(timezone, "now", lambda: now[0])
+
+    def advance() -> None:
+        now[0] += timedelta(seconds=31)
+
+    return advance

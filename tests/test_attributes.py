@@ -7,19 +7,15 @@ The wordings here are this file's own, none of them from the updates evaluation 
 
 from __future__ import annotations
 
-from datetime import timedelta
-from functools import partial
-
 import pytest
 from django.db import connection
-from django.utils import timezone
 
 from memory import attributes
 from memory.context import context_build
 from memory.memories import derive_attributes, memories_of, memory_create, memory_update
 from memory.models import LongTermMemory
 from memory.supersession import attribute_verdict
-from tests.factories import add_message, consolidate_session
+from tests.test_supersession import consolidated
 
 STATED = [
     ("We relocated to Lisbon in the spring.", "home"),
@@ -131,26 +127,6 @@ def test_a_newer_value_of_the_same_attribute_supersedes(old, new, supersedes):
 
 
 # --- in the database --------------------------------------------------------------------------
-
-say = partial(add_message, agent_id="agent-a")
-
-
-@pytest.fixture
-def clock(monkeypatch):
-    """Runs 31 s apart, so the agent's consolidation window never defers one."""
-    now = [timezone.now().replace(microsecond=0)]
-    monkeypatch.setattr(timezone, "now", lambda: now[0])
-
-    def advance() -> None:
-        now[0] += timedelta(seconds=31)
-
-    return advance
-
-
-def consolidated(session: str, *texts: str) -> None:
-    for text in texts:
-        say(text, session_id=session)
-    consolidate_session(agent_id="agent-a", session_id=session)
 
 
 @pytest.mark.django_db

@@ -322,20 +322,6 @@ def one_memory_per_message(monkeypatch):
     )
 
 
-@pytest.fixture
-def clock(monkeypatch):
-    """Runs 30 s apart, so the agent's window never defers one."""
-    from django.utils import timezone
-
-    now = [timezone.now().replace(microsecond=0)]
-    monkeypatch.setattr(timezone, "now", lambda: now[0])
-
-    def advance() -> None:
-        now[0] += timedelta(seconds=31)
-
-    return advance
-
-
 def consolidated(session: str, *texts: str):
     for text in texts:
         say(text, session_id=session)
