@@ -3,10 +3,10 @@
 PostgreSQL's defaults (shared_buffers 128MB, maintenance_work_mem 64MB) are sized for a server
 that shares its machine with anything: the HNSW graph a query walks at 100k messages of 1024
 dimensions does not stay in 128MB of buffers, and pgvector builds an HNSW index much faster
-while the graph fits in maintenance_work_mem (docs/DEPLOYMENT.md). `check_server_settings` is a Django system check on the `database` tag
-(registered by memory.apps):
-`manage.py migrate` (every `make run`, every deployment's migrate step) and `manage.py check
---database default` print its warnings. `manage.py local_postgres` gives its server these
+while the graph fits in maintenance_work_mem (docs/DEPLOYMENT.md). `check_server_settings` is
+a Django system check on the `database` tag (registered by memory.apps): `manage.py migrate`
+(every `make run`, every deployment's migrate step) and `manage.py check --database default`
+print its warnings. `manage.py local_postgres` gives its server these
 values, so a normal start prints none. hnsw.ef_search is set by the service on each connection
 (memory.index_postgres), not here.
 """
