@@ -2,10 +2,10 @@
 
 vec0 is the durable store and the source of truth, but it has no ANN index and its scan has a
 floor: KNN over one agent's 100,000 vectors of 1,024 dimensions took several times as long
-in vec0 as a numpy product over the same rows (docs/BENCHMARKS.md, "The derived vector index
-(issue 19, item 3)"). So this process keeps, per
-(database, vector table, agent), a float32 matrix of the agent's unit vectors with their
-metadata, and answers KNN from it exactly (the same cosine similarity, the same top k).
+in vec0 as a numpy product over the same rows (docs/BENCHMARKS.md, "The derived vector
+index"). So this process keeps, per (database, vector table, agent), a float32 matrix of
+the agent's unit vectors with their metadata, and answers KNN from it exactly (the same
+cosine similarity, the same top k).
 
 Kept current through the change log `vector_changes`, written by `index_sqlite` in the same
 transaction as every vector put or delete: before answering, a matrix reads the log entries
@@ -350,7 +350,7 @@ def _changed_rows(table: VectorTable, agent_id: str, after: int, using: str) -> 
 #
 # vec0 reads a row at a time slowly: its own scan of one agent's vectors walks every row of
 # the table, and each lookup by key costs its own query (docs/BENCHMARKS.md, "The derived
-# vector index (issue 19, item 3)"). Its storage
+# vector index"). Its storage
 # is plain tables, read here a chunk (128 rows) at a time: `<t>_chunks` (the partition, a
 # validity bitmap and the rows' ids), `<t>_vector_chunks00` (the chunk's float32 vectors),
 # `<t>_metadatachunks<NN>` (per metadata column: int64 values, or text as a 4-byte length

@@ -368,10 +368,9 @@ def match_expression(terms: Sequence[Term]) -> str | None:
 # log((N - n + 0.5) / (n + 0.5)) is 0 or less, and clamped): the term changes no ranking, yet
 # every row holding it is read and scored. In the context benchmark's store, the query words
 # of that kind made the recall query several times slower, for the same top 50
-# (docs/BENCHMARKS.md, "The derived vector index (issue 19, item 3)": "Words that weigh
-# nothing, left out"). Only from PRUNE_FROM_ROWS rows: the rows that
-# hold nothing but such a term rank last, but in a small table (a new agent's few messages)
-# they are much of what a query finds, and scoring them costs little.
+# (docs/BENCHMARKS.md, "Words that weigh nothing, left out"). Only from PRUNE_FROM_ROWS
+# rows: the rows that hold nothing but such a term rank last, but in a small table (a new
+# agent's few messages) they are much of what a query finds, and scoring them costs little.
 # The counts are taken per process, with FTS5's own MATCH, and kept while the table has grown
 # by less than RECOUNT_GROWTH of its rows (a term's share moves by at most as much) and for at
 # most RECOUNT_SECONDS (deleted rows do not show in the growth).
