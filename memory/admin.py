@@ -9,6 +9,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from memory import scheduling
 from memory.auth import api_key_create, api_key_revoke, api_keys_delete
@@ -30,6 +32,7 @@ from memory.models import (
     MemoryAction,
     ShortTermMemory,
 )
+from memory.phrases import actor_label
 from memory.vectors import delete_with_vectors
 
 
@@ -41,12 +44,12 @@ def _short(text: str | None) -> str:
     return Truncator(text or "").chars(80)
 
 
-@admin.action(description="Embed the selected rows again")
+@admin.action(description=gettext_lazy("Embed the selected rows again"))
 def reembed(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[Any]) -> None:
     # The worker embeds every row without a vector; vector_put replaces the old one.
     count = queryset.update(has_embedding=False)
     scheduling.with_the_write(scheduling.schedule_embedding)
-    modeladmin.message_user(request, f"{count} row(s) queued for embedding.")
+    modeladmin.message_user(request, _("%(n)s row(s) queued for embedding.") % {"n": count})
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -112,7 +115,7 @@ class MainMessageAdmin(WithVectorsAdmin):
     fixed_fields = ("agent_id", "session_id", "role")  # who said it, where: the record
     actions = [reembed]
 
-    @admin.display(description="content")
+    @admin.display(description=gettext_lazy("content"))
     def short_content(self, obj: MainMessage) -> str:
         return _short(obj.content)
 
@@ -156,11 +159,11 @@ class ShortTermMemoryAdmin(WithVectorsAdmin):
 
 
 class ExpiryFilter(admin.SimpleListFilter):
-    title = "expiry"
+    title = gettext_lazy("expiry")
     parameter_name = "expired"
 
     def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple]:
-        return [("no", "not expired"), ("yes", "expired")]
+        return [("no", _("not expired")), ("yes", _("expired"))]
 
     def queryset(
         self, request: HttpRequest, queryset: QuerySet[LongTermMemory]
@@ -215,27 +218,31 @@ class LongTermMemoryAdmin(admin.ModelAdmin):
     ]
     actions = ["expire", "restore", "unarchive", reembed]
 
-    @admin.display(description="content")
+    @admin.display(description=gettext_lazy("content"))
     def short_content(self, obj: LongTermMemory) -> str:
         return _short(obj.content)
 
-    @admin.display(description="sources")
+    @admin.display(description=gettext_lazy("sources"))
     def sources(self, obj: LongTermMemory) -> str:
         """Where it came from, to read: consolidation and memory.memories write the sources."""
         if obj.pk is None:
             return "-"
         rows = [
             format_html(
-                '<li><a href="{}">message #{}</a> · {} · session {} · {}: {}</li>',
+                '<li><a href="{}">{}</a> · {} · {} {} · {}: {}</li>',
                 reverse("admin:memory_mainmessage_change", args=[source.message.pk]),
-                source.message.pk,
-                source.message.role,
+                _("message #%(id)s") % {"id": source.message.pk},
+                source.message.get_role_display(),
+                _("session"),
                 source.message.session_id,
                 source.message.timestamp.isoformat(),
                 _short(source.message.content),
             )
             if source.message is not None
-            else format_html("<li>written by {}</li>", source.written_by)
+            else format_html(
+                "<li>{}</li>",
+                _("written by %(actor)s") % {"actor": actor_label(source.written_by or "")},
+            )
             for source in obj.source_list()
         ]
         return (
@@ -276,37 +283,45 @@ class LongTermMemoryAdmin(admin.ModelAdmin):
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[LongTermMemory]) -> None:
         memories_apply(memories=queryset, action=MemoryAction.DELETE, actor=_actor(request))
 
-    @admin.action(description="Expire the selected memories now")
+    @admin.action(description=gettext_lazy("Expire the selected memories now"))
     def expire(self, request: HttpRequest, queryset: QuerySet[LongTermMemory]) -> None:
         actor = _actor(request)
         changed = memories_apply(memories=queryset, action=MemoryAction.EXPIRE, actor=actor)
-        self.message_user(request, f"Expired {changed} memory(ies).")
+        self.message_user(request, _("Expired %(n)s memory(ies).") % {"n": changed})
 
-    @admin.action(description="Restore the selected expired memories")
+    @admin.action(description=gettext_lazy("Restore the selected expired memories"))
     def restore(self, request: HttpRequest, queryset: QuerySet[LongTermMemory]) -> None:
         actor = _actor(request)
         changed = memories_apply(memories=queryset, action=MemoryAction.RESTORE, actor=actor)
-        self.message_user(request, f"Restored {changed} memory(ies).")
+        self.message_user(request, _("Restored %(n)s memory(ies).") % {"n": changed})
 
-    @admin.action(description="Bring the selected archived memories back into retrieval")
+    @admin.action(
+        description=gettext_lazy("Bring the selected archived memories back into retrieval")
+    )
     def unarchive(self, request: HttpRequest, queryset: QuerySet[LongTermMemory]) -> None:
         archived = queryset.filter(archived_at__isnull=False)
         for memory in archived:
             memory_unarchive(memory, actor=_actor(request))
         self.message_user(
-            request, f"Brought back {len(archived)} memory(ies); each waits for a new vector."
+            request,
+            _("Brought back %(n)s memory(ies); each waits for a new vector.")
+            % {"n": len(archived)},
         )
 
 
 @admin.register(LongTermMemoryHistory)
 class LongTermMemoryHistoryAdmin(ReadOnlyAdmin):
-    list_display = ["at", "memory_id", "agent_id", "action", "actor", "short_content"]
+    list_display = ["at", "memory_id", "agent_id", "action", "by", "short_content"]
     list_filter = ["action", "agent_id"]
     search_fields = ["=memory_id", "actor", "old_content", "new_content"]
 
-    @admin.display(description="content")
+    @admin.display(description=gettext_lazy("content"))
     def short_content(self, obj: LongTermMemoryHistory) -> str:
         return _short(obj.new_content or obj.old_content)
+
+    @admin.display(description=gettext_lazy("by"), ordering="actor")
+    def by(self, obj: LongTermMemoryHistory) -> str:
+        return actor_label(obj.actor)
 
 
 @admin.register(ConsolidationRun)
@@ -348,7 +363,9 @@ class ApiKeyAdmin(admin.ModelAdmin):
         row, key = api_key_create(agent_id=obj.agent_id, name=obj.name)
         obj.pk = row.pk
         messages.warning(
-            request, f"The new key for {row.agent_id!r} is {key} — copy it now, it is not stored."
+            request,
+            _("The new key for %(agent)s is %(key)s — copy it now, it is not stored.")
+            % {"agent": repr(row.agent_id), "key": key},
         )
 
     def delete_model(self, request: HttpRequest, obj: ApiKey) -> None:
@@ -357,8 +374,8 @@ class ApiKeyAdmin(admin.ModelAdmin):
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
         api_keys_delete(queryset)
 
-    @admin.action(description="Revoke the selected keys")
+    @admin.action(description=gettext_lazy("Revoke the selected keys"))
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
         for key in queryset:
             api_key_revoke(key)
-        self.message_user(request, f"Revoked {queryset.count()} key(s).")
+        self.message_user(request, _("Revoked %(n)s key(s).") % {"n": queryset.count()})

@@ -66,6 +66,7 @@ from memory.models import (
     ShortTermMemory,
     Trigger,
 )
+from memory.phrases import translated
 from memory.subagent_run import result_run, runs_started
 from memory.text import highlight_terms, snippet
 from memory.validation import InvalidInput, row_id
@@ -171,7 +172,7 @@ def health_notes(health: Health) -> list[str]:
     if not vectors["enabled"]:
         notes.append(
             _("Vector search is off (%(reason)s): search and context use text matching only.")
-            % {"reason": vectors["reason"]}
+            % {"reason": translated(vectors["reason"] or "")}
         )
     if embedding["provider"] == "none":
         notes.append(
@@ -183,7 +184,7 @@ def health_notes(health: Health) -> list[str]:
     elif not embedding["ready"]:
         notes.append(
             _("The %(provider)s embedding provider cannot be used: %(reason)s.")
-            % {"provider": embedding["provider"], "reason": embedding["reason"]}
+            % {"provider": embedding["provider"], "reason": translated(embedding["reason"] or "")}
         )
     if embedding["failing"]:
         at = embedding["last_error_at"]

@@ -50,13 +50,13 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_htmx",
-    "axes",  # sign-in throttling (AXES_* below)
+    "orca_memory.apps.SignInThrottlingConfig",  # axes: sign-in throttling (AXES_* below)
     # Serves the API docs' Swagger UI from static files rather than a CDN (no network needed).
     "ninja",
     "memory",
     "subagents",
     # After memory: memory's `db_worker` command replaces this package's (see its docstring).
-    "django_tasks_db",
+    "orca_memory.apps.BackgroundTasksConfig",  # django_tasks_db, its name translated
 ]
 
 # A form without a valid token: the site's page saying what to do (templates/403_csrf.html).

@@ -144,7 +144,7 @@ def test_it_curates_a_memory(conversation, page, live_server):
     assert LongTermMemory.objects.get(pk=conversation.tea.pk).expires_at is None
 
     card.locator("details.history > summary").click()
-    expect(card.locator(".history-list")).to_contain_text("expired by ui:admin")
+    expect(card.locator(".history-list")).to_contain_text("expired by admin (dashboard)")
     shoot(page, "memories_history")
     actions = LongTermMemoryHistory.objects.filter(memory_id=conversation.tea.pk).order_by("id")
     assert [(h.action, h.actor) for h in actions] == [

@@ -32,7 +32,7 @@ def test_revert_restores_an_earlier_text_and_adds_a_history_row(conversation, pa
     expect(page.locator(f"#memory-{tea.pk} .text")).to_have_text("The user prefers green tea.")
     expect(page.locator(".flash")).to_contain_text("reverted to version 1")
     expect(history).to_have_count(3)
-    expect(history.first).to_contain_text("reverted to version 1 by ui:admin")
+    expect(history.first).to_contain_text("reverted to version 1 by admin (dashboard)")
     expect(history.first).to_contain_text("confidence: 0.90 → 0.70")
     shoot(page, "memories_reverted")
     memory = LongTermMemory.objects.get(pk=tea.pk)
@@ -90,7 +90,9 @@ def test_a_delete_updates_the_count_and_leaves_a_readable_page(conversation, pag
     expect(page.locator("#memory-list article")).to_have_count(1)
 
     page.goto(f"{live_server.url}/memories/{conversation.deploy.pk}/")
-    expect(page.locator(".memory.deleted")).to_contain_text("This memory was deleted by ui:admin")
+    expect(page.locator(".memory.deleted")).to_contain_text(
+        "This memory was deleted by admin (dashboard)"
+    )
     expect(page.locator(".history-list > li")).to_have_count(2)
     shoot(page, "memories_deleted")
     assert not LongTermMemory.objects.filter(pk=conversation.deploy.pk).exists()

@@ -282,10 +282,10 @@ def test_memories_filter_by_agent_type_state_and_text(admin_client, conversation
 def test_the_memory_page_shows_its_history(admin_client, conversation):
     memory_expire(conversation.tea, actor="admin:root")
     body = admin_client.get(reverse("memory", args=[conversation.tea.pk])).content.decode()
-    assert "<strong>expired</strong> by admin:root" in body
-    assert "<strong>created</strong> by api" in body
+    assert "<strong>expired</strong> by root (admin)" in body
+    assert "<strong>created</strong> by API" in body
     fragment = admin_client.get(reverse("memory_history", args=[conversation.tea.pk]), headers=HTMX)
-    assert "expired</strong> by admin:root" in fragment.content.decode()
+    assert "expired</strong> by root (admin)" in fragment.content.decode()
 
 
 def test_it_edits_a_memory_inline(admin_client, conversation):
@@ -369,7 +369,7 @@ def test_it_expires_and_restores_a_memory(admin_client, conversation):
     assert restore.changes == {"expires_at": None}
     assert restore.old_values == {"expires_at": history[1].changes["expires_at"]}
     body = admin_client.get(reverse("memory", args=[pk])).content.decode()
-    assert "<strong>restored</strong> by ui:admin" in body
+    assert "<strong>restored</strong> by admin (dashboard)" in body
     assert "<strong>edited</strong>" not in body
 
 
