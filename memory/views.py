@@ -10,6 +10,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.contrib import messages
@@ -500,15 +501,28 @@ def _memory_page(request: HttpRequest, memory_id: int, *, partial: str) -> HttpR
         if partial == "history" and request.htmx:
             return render(request, "memory/memory.html#history", context)
         return render(request, "memory/memory_deleted.html", context)
-    # On its own page the history sits under the card, which then needs no history toggle.
-    context = {
+    context = {**_page_context(request, memory, history), "chain": memory_chain(memory)}
+    return render_page(request, "memory/memory.html", context, partial=partial)
+
+
+def _on_its_page(request: HttpRequest, memory: LongTermMemory) -> bool:
+    """Whether the page is the memory's own (a plain request for it, or htmx from it), where
+    its history and sources sit under the card, which then needs no history toggle."""
+    if not request.htmx:
+        return True
+    current = request.htmx.current_url_abs_path or ""
+    return urlsplit(current).path == reverse("memory", args=[memory.pk])
+
+
+def _page_context(
+    request: HttpRequest, memory: LongTermMemory, history: list[LongTermMemoryHistory] | None
+) -> dict[str, Any]:
+    return {
         "memory": memory,
         "history": history,
-        "on_page": not request.htmx,
-        "chain": memory_chain(memory),
+        "on_page": _on_its_page(request, memory),
         "sources": _sources(memory),
     }
-    return render_page(request, "memory/memory.html", context, partial=partial)
 
 
 @dataclass(frozen=True)
@@ -549,10 +563,15 @@ def memory_history(request: HttpRequest, memory_id: int) -> HttpResponse:
 
 
 def _memory_changed(request: HttpRequest, memory: LongTermMemory) -> HttpResponse:
-    """htmx swaps the memory's card in place; without it, go to the memory and its history."""
-    if request.htmx:
+    """htmx swaps the memory's card in place (on the memory's own page, its sources and
+    history too: the change added to them); without it, go to the memory and its history."""
+    if not request.htmx:
+        return redirect("memory", memory.pk)
+    if not _on_its_page(request, memory):
         return render(request, "memory/memory.html#card", {"memory": memory})
-    return redirect("memory", memory.pk)
+    history = memory_versions(memory.pk) if request.user.has_perms(VIEW_HISTORY) else None
+    context = _page_context(request, memory, history)
+    return render(request, "memory/memory.html#changed", context)
 
 
 @login_required
