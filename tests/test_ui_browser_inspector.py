@@ -63,6 +63,31 @@ def test_the_preview_leads_with_its_explanation_and_the_json_as_sent(
     expect(page.locator(f"#message-{earlier.pk}")).to_be_visible()
 
 
+def test_a_built_preview_takes_half_the_page_and_an_empty_layer_says_nothing(
+    conversation,
+    page,  # noqa: F811
+    live_server,
+):
+    """At 1440 px the preview had the side column's 24rem (~350 px of text); at 390 px it
+    takes the screen's width as before. A layer with no item says "nothing" without a number
+    in front of it."""
+    from playwright.sync_api import expect
+
+    page.goto(f"{live_server.url}/sessions/agent-a/s-1/")
+    side = page.locator("#context-preview").bounding_box()["width"]
+    assert side < 420  # before a preview: the side column
+    page.fill("input[name=query]", "green tea")
+    page.click("button:has-text('Preview')")
+    expect(page.locator("table.layers")).to_be_visible()
+    assert page.locator("#context-preview").bounding_box()["width"] > 540
+    recall = page.locator(".layer-recall")  # nothing recalled: no earlier session
+    expect(recall.locator("ol.items")).to_have_count(0)
+    expect(recall.locator("p.muted.small").last).to_have_text("nothing")
+    shoot(page, "inspector_preview_wide")
+    page.set_viewport_size({"width": 390, "height": 844})
+    assert page.locator("#context-preview").bounding_box()["width"] <= 390
+
+
 def test_the_copy_button_is_hidden_without_javascript(
     browser,  # noqa: F811
     live_server,
