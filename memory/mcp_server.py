@@ -123,6 +123,7 @@ class MemoryServer(MCPServer):
 
 server = MemoryServer(
     "orca-memory",
+    version=settings.VERSION,
     instructions=(
         "Long-term memory for this agent. Store every message of a conversation with "
         "store_message; before each LLM call, get_context gives the messages to send (recent "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tomllib
 from datetime import timedelta
 from pathlib import Path
 
@@ -12,6 +13,8 @@ from orca_memory.core.config import ConfigError, load_config, postgres_settings
 from orca_memory.core.files import PRIVATE_DIR_MODE, make_private, private_dir, shared_secret
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# The service's version, as pyproject.toml says it (the MCP server reports it to clients).
+VERSION = tomllib.loads((BASE_DIR / "pyproject.toml").read_text())["project"]["version"]
 
 try:
     ORCA = load_config()
