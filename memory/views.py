@@ -71,6 +71,7 @@ from memory.phrases import translated
 from memory.subagent_run import result_run, runs_started
 from memory.text import highlight_terms, snippet
 from memory.validation import InvalidInput, row_id
+from memory.vectors import vector_search_status
 from orca_memory.core.pages import needs, object_or_404, render_page
 
 # The Django model permissions each page needs (the admin checks the same ones). A signed-in
@@ -239,7 +240,12 @@ def sessions(request: HttpRequest) -> HttpResponse:
     that says so (the page shows the list in its default order under the error)."""
     filters = SessionFilterForm(request.GET, agents=_agents(MainMessage))
     page = _page(request, filters.sessions(), SESSIONS_PER_PAGE)
-    context = {"filters": filters, "page": page, "rows": _session_rows(page)}
+    context = {
+        "filters": filters,
+        "page": page,
+        "rows": _session_rows(page),
+        "by_meaning": vector_search_status().enabled,
+    }
     response = render_page(request, "memory/sessions.html", context, partial="session_list")
     if filters.bad_sort:
         response.status_code = 400
@@ -447,6 +453,10 @@ def search_page(request: HttpRequest) -> HttpResponse:
     agents = _agents(MainMessage)
     form = SearchForm(request.GET if "q" in request.GET else None, agents=agents)
     context: dict[str, Any] = {"form": form, "k": SEARCH_HITS}
+    if not form.is_bound:
+        # The empty page says what search can go by now: a configured provider whose vectors
+        # are not usable yet (the model loading, the index not built) leaves words only.
+        context["by_meaning"] = vector_search_status().enabled
     if form.is_valid():
         if not form.cleaned_data["agent"] and len(agents) > SEARCH_AGENTS:
             form.add_error(
