@@ -3,7 +3,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
-from django.db.models import Model, QuerySet
+from django.contrib.admin.widgets import AdminTextInputWidget
+from django.db.models import Field, Model, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils import timezone
@@ -52,6 +53,19 @@ def reembed(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QueryS
     modeladmin.message_user(request, _("%(n)s row(s) queued for embedding.") % {"n": count})
 
 
+# Identifiers and labels are one line; the admin's default for a TextField is a text area.
+ONE_LINE_FIELDS = frozenset({"agent_id", "session_id", "source_session", "name", "agent_name"})
+
+
+class OneLineIdentifiersAdmin(admin.ModelAdmin):
+    """Its identifier and label fields as one-line inputs."""
+
+    def formfield_for_dbfield(self, db_field: Field, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name in ONE_LINE_FIELDS:
+            kwargs["widget"] = AdminTextInputWidget()
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
+
+
 class ReadOnlyAdmin(admin.ModelAdmin):
     """Records written by the service itself: to read, never to edit."""
 
@@ -79,7 +93,7 @@ def _save_edit(obj: ShortTermMemory, fields: set[str], *, embedded: set[str]) ->
     obj.save(update_fields=sorted(fields))
 
 
-class WithVectorsAdmin(admin.ModelAdmin):
+class WithVectorsAdmin(OneLineIdentifiersAdmin):
     """Rows that have vectors: their scope is fixed once stored (a vector cannot move to another
     agent's partition), and deleting a row deletes its vector too."""
 
@@ -177,7 +191,7 @@ class ExpiryFilter(admin.SimpleListFilter):
 
 
 @admin.register(LongTermMemory)
-class LongTermMemoryAdmin(admin.ModelAdmin):
+class LongTermMemoryAdmin(OneLineIdentifiersAdmin):
     """Every change goes through memory.memories, so the memory's history records it."""
 
     form = LongTermMemoryForm
@@ -344,7 +358,7 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
 
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(admin.ModelAdmin):
+class ApiKeyAdmin(OneLineIdentifiersAdmin):
     list_display = ["prefix", "agent_id", "name", "created_at", "last_used_at", "revoked_at"]
     list_filter = ["agent_id", ("revoked_at", admin.EmptyFieldListFilter)]
     search_fields = ["agent_id", "name", "prefix"]

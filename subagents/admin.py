@@ -9,13 +9,14 @@ from django.utils.http import urlencode
 from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
 
+from memory.admin import OneLineIdentifiersAdmin
 from subagents.forms import SubagentMessageForm
 from subagents.models import SubagentMessage
 from subagents.runs import subagent_record
 
 
 @admin.register(SubagentMessage)
-class SubagentMessageAdmin(admin.ModelAdmin):
+class SubagentMessageAdmin(OneLineIdentifiersAdmin):
     form = SubagentMessageForm
     list_display = [
         "id",
