@@ -195,6 +195,9 @@ class LongTermMemoryAdmin(OneLineIdentifiersAdmin):
     """Every change goes through memory.memories, so the memory's history records it."""
 
     form = LongTermMemoryForm
+    # What fits beside the admin's sidebar and filters at 1440 px (twelve columns ran off the
+    # right); the sources, archiving, vector and last change are on each memory's page, and
+    # most in the filters.
     list_display = [
         "id",
         "agent_id",
@@ -202,12 +205,8 @@ class LongTermMemoryAdmin(OneLineIdentifiersAdmin):
         "short_content",
         "confidence",
         "access_count",
-        "source_count",
         "curated",
         "expires_at",
-        "archived_at",
-        "has_embedding",
-        "updated_at",
     ]
     list_filter = [
         "agent_id",
