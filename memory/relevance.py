@@ -133,6 +133,19 @@ def term_match(terms: Sequence[Term], text: str, label: str = "") -> TermMatch:
     return TermMatch(*counts["word"], *counts["bigram"])
 
 
+def terms_said(terms: Sequence[Term], text: str) -> list[str]:
+    """The words and bigrams of `terms` that `text` itself says, as term_match reads them
+    (a word by its stem): why a search hit matched, when it did by its own words."""
+    said = []
+    for term in terms:
+        if term.kind == "day":  # a day is on the date label, not in the text
+            continue
+        match = term_match([term], text)
+        if match.words_matched + match.bigrams_matched:
+            said.append(term.text)
+    return said
+
+
 @dataclass(frozen=True)
 class Verdict:
     """Whether an item is relevant, and why in words (the context preview shows it)."""

@@ -41,6 +41,7 @@ from memory.forms import (
     TimelineForm,
 )
 from memory.health import Health, service_health
+from memory.index_schema import query_terms
 from memory.memories import (
     memories_apply,
     memory_chain,
@@ -68,6 +69,7 @@ from memory.models import (
     Trigger,
 )
 from memory.phrases import translated
+from memory.relevance import terms_said
 from memory.subagent_run import result_run, runs_started
 from memory.text import highlight_terms, snippet
 from memory.validation import InvalidInput, row_id
@@ -449,7 +451,9 @@ def context_preview(request: HttpRequest, agent_id: str, session_id: str) -> Htt
 @needs(VIEW_SESSIONS)
 def search_page(request: HttpRequest) -> HttpResponse:
     """The agents' messages best matching `?q=`, by the API's hybrid search, each hit a
-    snippet with the query's words marked, linked to its place in its session."""
+    snippet with the query's words marked, linked to its place in its session, with why it
+    matched: the query's words its own text says (none: through the messages before it, which
+    the index reads with it), and its similarity in meaning."""
     agents = _agents(MainMessage)
     form = SearchForm(request.GET if "q" in request.GET else None, agents=agents)
     context: dict[str, Any] = {"form": form, "k": SEARCH_HITS}
@@ -465,12 +469,14 @@ def search_page(request: HttpRequest) -> HttpResponse:
         else:
             result = form.search(SEARCH_HITS)
             terms = highlight_terms(form.cleaned_data["q"])
+            query = query_terms(form.cleaned_data["q"])
             context["result"] = result
             context["hits"] = [
                 (
                     hit,
                     snippet(hit.message.content, terms),
                     message_url(hit.message.agent_id, hit.message.session_id, hit.message.pk),
+                    terms_said(query, hit.message.content),
                 )
                 for hit in result.hits
             ]
