@@ -3,12 +3,15 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
-from django.db.models import Model, QuerySet
+from django.contrib.admin.widgets import AdminTextInputWidget
+from django.db.models import Field, Model, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from memory import scheduling
 from memory.auth import api_key_create, api_key_revoke, api_keys_delete
@@ -30,6 +33,7 @@ from memory.models import (
     MemoryAction,
     ShortTermMemory,
 )
+from memory.phrases import actor_label
 from memory.vectors import delete_with_vectors
 
 
@@ -41,12 +45,25 @@ def _short(text: str | None) -> str:
     return Truncator(text or "").chars(80)
 
 
-@admin.action(description="Embed the selected rows again")
+@admin.action(description=gettext_lazy("Embed the selected rows again"))
 def reembed(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[Any]) -> None:
     # The worker embeds every row without a vector; vector_put replaces the old one.
     count = queryset.update(has_embedding=False)
     scheduling.with_the_write(scheduling.schedule_embedding)
-    modeladmin.message_user(request, f"{count} row(s) queued for embedding.")
+    modeladmin.message_user(request, _("%(n)s row(s) queued for embedding.") % {"n": count})
+
+
+# Identifiers and labels are one line; the admin's default for a TextField is a text area.
+ONE_LINE_FIELDS = frozenset({"agent_id", "session_id", "source_session", "name", "agent_name"})
+
+
+class OneLineIdentifiersAdmin(admin.ModelAdmin):
+    """Its identifier and label fields as one-line inputs."""
+
+    def formfield_for_dbfield(self, db_field: Field, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name in ONE_LINE_FIELDS:
+            kwargs["widget"] = AdminTextInputWidget()
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -76,7 +93,7 @@ def _save_edit(obj: ShortTermMemory, fields: set[str], *, embedded: set[str]) ->
     obj.save(update_fields=sorted(fields))
 
 
-class WithVectorsAdmin(admin.ModelAdmin):
+class WithVectorsAdmin(OneLineIdentifiersAdmin):
     """Rows that have vectors: their scope is fixed once stored (a vector cannot move to another
     agent's partition), and deleting a row deletes its vector too."""
 
@@ -112,7 +129,7 @@ class MainMessageAdmin(WithVectorsAdmin):
     fixed_fields = ("agent_id", "session_id", "role")  # who said it, where: the record
     actions = [reembed]
 
-    @admin.display(description="content")
+    @admin.display(description=gettext_lazy("content"))
     def short_content(self, obj: MainMessage) -> str:
         return _short(obj.content)
 
@@ -156,11 +173,11 @@ class ShortTermMemoryAdmin(WithVectorsAdmin):
 
 
 class ExpiryFilter(admin.SimpleListFilter):
-    title = "expiry"
+    title = gettext_lazy("expiry")
     parameter_name = "expired"
 
     def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple]:
-        return [("no", "not expired"), ("yes", "expired")]
+        return [("no", _("not expired")), ("yes", _("expired"))]
 
     def queryset(
         self, request: HttpRequest, queryset: QuerySet[LongTermMemory]
@@ -174,10 +191,13 @@ class ExpiryFilter(admin.SimpleListFilter):
 
 
 @admin.register(LongTermMemory)
-class LongTermMemoryAdmin(admin.ModelAdmin):
+class LongTermMemoryAdmin(OneLineIdentifiersAdmin):
     """Every change goes through memory.memories, so the memory's history records it."""
 
     form = LongTermMemoryForm
+    # What fits beside the admin's sidebar and filters at 1440 px (twelve columns ran off the
+    # right); the sources, archiving, vector and last change are on each memory's page, and
+    # most in the filters.
     list_display = [
         "id",
         "agent_id",
@@ -185,12 +205,8 @@ class LongTermMemoryAdmin(admin.ModelAdmin):
         "short_content",
         "confidence",
         "access_count",
-        "source_count",
         "curated",
         "expires_at",
-        "archived_at",
-        "has_embedding",
-        "updated_at",
     ]
     list_filter = [
         "agent_id",
@@ -215,27 +231,31 @@ class LongTermMemoryAdmin(admin.ModelAdmin):
     ]
     actions = ["expire", "restore", "unarchive", reembed]
 
-    @admin.display(description="content")
+    @admin.display(description=gettext_lazy("content"))
     def short_content(self, obj: LongTermMemory) -> str:
         return _short(obj.content)
 
-    @admin.display(description="sources")
+    @admin.display(description=gettext_lazy("sources"))
     def sources(self, obj: LongTermMemory) -> str:
         """Where it came from, to read: consolidation and memory.memories write the sources."""
         if obj.pk is None:
             return "-"
         rows = [
             format_html(
-                '<li><a href="{}">message #{}</a> · {} · session {} · {}: {}</li>',
+                '<li><a href="{}">{}</a> · {} · {} {} · {}: {}</li>',
                 reverse("admin:memory_mainmessage_change", args=[source.message.pk]),
-                source.message.pk,
-                source.message.role,
+                _("message #%(id)s") % {"id": source.message.pk},
+                source.message.get_role_display(),
+                _("session"),
                 source.message.session_id,
                 source.message.timestamp.isoformat(),
                 _short(source.message.content),
             )
             if source.message is not None
-            else format_html("<li>written by {}</li>", source.written_by)
+            else format_html(
+                "<li>{}</li>",
+                _("written by %(actor)s") % {"actor": actor_label(source.written_by or "")},
+            )
             for source in obj.source_list()
         ]
         return (
@@ -276,37 +296,45 @@ class LongTermMemoryAdmin(admin.ModelAdmin):
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[LongTermMemory]) -> None:
         memories_apply(memories=queryset, action=MemoryAction.DELETE, actor=_actor(request))
 
-    @admin.action(description="Expire the selected memories now")
+    @admin.action(description=gettext_lazy("Expire the selected memories now"))
     def expire(self, request: HttpRequest, queryset: QuerySet[LongTermMemory]) -> None:
         actor = _actor(request)
         changed = memories_apply(memories=queryset, action=MemoryAction.EXPIRE, actor=actor)
-        self.message_user(request, f"Expired {changed} memory(ies).")
+        self.message_user(request, _("Expired %(n)s memory(ies).") % {"n": changed})
 
-    @admin.action(description="Restore the selected expired memories")
+    @admin.action(description=gettext_lazy("Restore the selected expired memories"))
     def restore(self, request: HttpRequest, queryset: QuerySet[LongTermMemory]) -> None:
         actor = _actor(request)
         changed = memories_apply(memories=queryset, action=MemoryAction.RESTORE, actor=actor)
-        self.message_user(request, f"Restored {changed} memory(ies).")
+        self.message_user(request, _("Restored %(n)s memory(ies).") % {"n": changed})
 
-    @admin.action(description="Bring the selected archived memories back into retrieval")
+    @admin.action(
+        description=gettext_lazy("Bring the selected archived memories back into retrieval")
+    )
     def unarchive(self, request: HttpRequest, queryset: QuerySet[LongTermMemory]) -> None:
         archived = queryset.filter(archived_at__isnull=False)
         for memory in archived:
             memory_unarchive(memory, actor=_actor(request))
         self.message_user(
-            request, f"Brought back {len(archived)} memory(ies); each waits for a new vector."
+            request,
+            _("Brought back %(n)s memory(ies); each waits for a new vector.")
+            % {"n": len(archived)},
         )
 
 
 @admin.register(LongTermMemoryHistory)
 class LongTermMemoryHistoryAdmin(ReadOnlyAdmin):
-    list_display = ["at", "memory_id", "agent_id", "action", "actor", "short_content"]
+    list_display = ["at", "memory_id", "agent_id", "action", "by", "short_content"]
     list_filter = ["action", "agent_id"]
     search_fields = ["=memory_id", "actor", "old_content", "new_content"]
 
-    @admin.display(description="content")
+    @admin.display(description=gettext_lazy("content"))
     def short_content(self, obj: LongTermMemoryHistory) -> str:
         return _short(obj.new_content or obj.old_content)
+
+    @admin.display(description=gettext_lazy("by"), ordering="actor")
+    def by(self, obj: LongTermMemoryHistory) -> str:
+        return actor_label(obj.actor)
 
 
 @admin.register(ConsolidationRun)
@@ -329,7 +357,7 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
 
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(admin.ModelAdmin):
+class ApiKeyAdmin(OneLineIdentifiersAdmin):
     list_display = ["prefix", "agent_id", "name", "created_at", "last_used_at", "revoked_at"]
     list_filter = ["agent_id", ("revoked_at", admin.EmptyFieldListFilter)]
     search_fields = ["agent_id", "name", "prefix"]
@@ -348,7 +376,9 @@ class ApiKeyAdmin(admin.ModelAdmin):
         row, key = api_key_create(agent_id=obj.agent_id, name=obj.name)
         obj.pk = row.pk
         messages.warning(
-            request, f"The new key for {row.agent_id!r} is {key} — copy it now, it is not stored."
+            request,
+            _("The new key for %(agent)s is %(key)s — copy it now, it is not stored.")
+            % {"agent": repr(row.agent_id), "key": key},
         )
 
     def delete_model(self, request: HttpRequest, obj: ApiKey) -> None:
@@ -357,8 +387,8 @@ class ApiKeyAdmin(admin.ModelAdmin):
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
         api_keys_delete(queryset)
 
-    @admin.action(description="Revoke the selected keys")
+    @admin.action(description=gettext_lazy("Revoke the selected keys"))
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
         for key in queryset:
             api_key_revoke(key)
-        self.message_user(request, f"Revoked {queryset.count()} key(s).")
+        self.message_user(request, _("Revoked %(n)s key(s).") % {"n": queryset.count()})

@@ -6,11 +6,12 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import request_finished
 from django.db.backends.signals import connection_created
 from django.db.models.signals import post_migrate
+from django.utils.translation import gettext_lazy as _
 
 
 class MemoryConfig(AppConfig):
     name = "memory"
-    verbose_name = "Memory"
+    verbose_name = _("Memory")
 
     def ready(self) -> None:
         # The embedding provider is resolved once, as each process starts (web, task worker,

@@ -136,6 +136,14 @@ def record_key_uses(**signal: object) -> None:
             ApiKey.objects.filter(pk=pk).update(last_used_at=used_at)
 
 
+# What a request without a valid key is told, by the API and /mcp alike: how to send one,
+# and how to make one.
+UNAUTHORIZED_DETAIL = (
+    "Unauthorized: send Authorization: Bearer <API key> "
+    "(make one with: manage.py create_api_key --agent NAME)"
+)
+
+
 def bearer_key(authorization: str) -> str | None:
     """The key of an `Authorization: Bearer <key>` header's value, else None: the scheme in
     any case, and any number of spaces before the key (RFC 7235 allows more than one), read

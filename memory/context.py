@@ -29,6 +29,7 @@ from typing import Any
 
 from django.db.models import F, QuerySet
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from memory import attributes, index, outage
 from memory.context_items import (
@@ -53,6 +54,7 @@ from memory.index import Filter
 from memory.index_schema import Term, query_terms
 from memory.memories import memories_like, source_message_ids
 from memory.models import LongTermMemory, MainMessage, MemoryType, Role, ShortTermMemory
+from memory.phrases import Phrase
 from memory.questions import asks_about_replies, is_recommendation
 from memory.recall_fill import RecallFiller
 from memory.recall_rank import ranked
@@ -221,7 +223,7 @@ def _short_term(
     # Summaries of turns in working memory come back too, and are dropped below.
     k = min(SHORT_TERM_ITEMS + len(working_ids), index.KNN_MAX_K)
     scores: dict[int, float] = {}
-    method, why = "similarity", "nearest"
+    method, why = "similarity", gettext_noop("the %(n)s nearest")
     if vector is not None:
         hits = index.knn(
             index.SUMMARY_VECTORS,
@@ -236,7 +238,7 @@ def _short_term(
             index.SUMMARY_TEXT, agent_id=agent_id, query=query, k=k, session_id=session_id
         )
         scores = {hit.id: hit.score for hit in hits}
-        method, why = "lexical", "best text matches"
+        method, why = "lexical", gettext_noop("among the %(n)s best text matches")
     chosen = list(summaries.filter(pk__in=scores)) if scores else []
     chosen.sort(key=lambda s: -scores[s.pk])
     chosen = chosen[:SHORT_TERM_ITEMS]
@@ -251,7 +253,9 @@ def _short_term(
             score=scores.get(s.pk),
             method=method if s.pk in scores else "newest",
             # A session's own summaries: the nearest to the query, else the newest.
-            why=f"among the {SHORT_TERM_ITEMS} {why}" if s.pk in scores else "newest summary",
+            why=Phrase(why, n=SHORT_TERM_ITEMS)
+            if s.pk in scores
+            else gettext_noop("newest summary"),
             reply_id=s.reply_id,
         )
         for s in chosen
@@ -260,9 +264,9 @@ def _short_term(
     left_out = [
         LeftOut(
             pk,
-            "its turn is in working memory"
+            gettext_noop("its turn is in working memory")
             if reply_id in working_ids
-            else f"ranked below the {SHORT_TERM_ITEMS} chosen",
+            else Phrase(gettext_noop("ranked below the %(n)s chosen"), n=SHORT_TERM_ITEMS),
             scores.get(pk),
         )
         for pk, reply_id in session.values_list("pk", "reply_id")
@@ -377,6 +381,32 @@ def _relevant_memories(
     return relevant, left_out
 
 
+# The layers as cuts name them (the API's words; the dashboard translates them).
+LAYER_NAMES = {
+    "long_term": gettext_noop("long_term"),
+    "short_term": gettext_noop("short_term"),
+    "working": gettext_noop("working"),
+}
+
+
+def _identity_why(memory_type: str) -> Phrase:
+    return Phrase(gettext_noop("identity question: a %(type)s"), type=Phrase(memory_type))
+
+
+def _ranked_below(limit: int, identity: bool, expired: bool) -> Phrase:
+    if identity:
+        ranked = Phrase(gettext_noop("ranked by the identity rule below the %(n)s chosen"), n=limit)
+    else:
+        ranked = Phrase(gettext_noop("ranked below the %(n)s chosen"), n=limit)
+    if not expired:
+        return ranked
+    return Phrase(
+        gettext_noop("%(ranked)s (expired: its score counts %(weight)s)"),
+        ranked=ranked,
+        weight=f"{EXPIRED_WEIGHT:g}",
+    )
+
+
 def _identity_memories(
     active: QuerySet[LongTermMemory], chosen: list[MemoryItem], now: datetime
 ) -> list[MemoryItem]:
@@ -388,7 +418,7 @@ def _identity_memories(
     of_person = active.filter(memory_type__in=IDENTITY_TYPES).exclude(pk__in=[i.id for i in chosen])
     ordered = of_person.order_by("-curated", "-confidence", "-access_count", "-id")
     items = [
-        _memory_item(m, None, "identity", now, f"identity question: a {m.memory_type}")
+        _memory_item(m, None, "identity", now, _identity_why(m.memory_type))
         for m in ordered[:LONG_TERM_CANDIDATES]
     ]
     return sorted(items, key=lambda i: (i.expired, _identity_rank(i)))[:wanted]
@@ -415,7 +445,11 @@ def _most_used(
 ) -> list[MemoryItem]:
     """The agent's most used memories, for a call with no way to match (expired ones after
     the others). Their inclusion is no use: it is not counted (`_count_uses`)."""
-    why = "no query: most used" if not query else "no way to match the query: most used"
+    why = (
+        gettext_noop("no query: most used")
+        if not query
+        else gettext_noop("no way to match the query: most used")
+    )
     most_used = sorted(
         active.order_by("-access_count", "-id")[:LONG_TERM_ITEMS],
         key=lambda m: m.is_expired(now),
@@ -449,15 +483,8 @@ def _long_term(
         relevant.sort(key=lambda i: -(i.score or 0))
         limit = RECOMMENDATION_LONG_TERM_ITEMS if recommending else LONG_TERM_ITEMS
     chosen = relevant[:limit]
-    ranked = "by the identity rule " if identity else ""
     left_out += [
-        LeftOut(
-            i.id,
-            f"ranked {ranked}below the {limit} chosen"
-            + (f" (expired: its score counts {EXPIRED_WEIGHT:g})" if i.expired else ""),
-            i.score,
-        )
-        for i in relevant[limit:]
+        LeftOut(i.id, _ranked_below(limit, identity, i.expired), i.score) for i in relevant[limit:]
     ]
     if identity:
         chosen += _identity_memories(active, chosen, now)
@@ -469,7 +496,7 @@ def _long_term(
         # Similarity search cannot find a memory before its vector is written.
         unembedded = active.filter(has_embedding=False).exclude(pk__in=chosen_ids)
         left_out += [
-            LeftOut(pk, "not embedded yet: similarity search cannot find it")
+            LeftOut(pk, gettext_noop("not embedded yet: similarity search cannot find it"))
             for pk in unembedded.values_list("pk", flat=True)[:LONG_TERM_CANDIDATES]
         ]
     # A match the identity rule took after all is in, not out.
@@ -501,13 +528,19 @@ def _fit(
     for name in ("long_term", "short_term"):
         layer = fitted[name]
         if over() and len(layer.items) > 1:
-            cuts.append(f"{name} cut from {len(layer.items)} to 1 item")
+            cuts.append(
+                Phrase(
+                    gettext_noop("%(layer)s cut from %(n)s to 1 item"),
+                    layer=Phrase(LAYER_NAMES[name]),
+                    n=len(layer.items),
+                )
+            )
             fitted[name] = replace(
                 layer,
                 items=layer.items[:1],
                 left_out=[
                     *layer.left_out,
-                    *(LeftOut(i.id, "over budget", i.score) for i in layer.items[1:]),
+                    *(LeftOut(i.id, gettext_noop("over budget"), i.score) for i in layer.items[1:]),
                 ],
             )
     others = sum(layer.used for name, layer in fitted.items() if name != "working")
@@ -515,7 +548,12 @@ def _fit(
     while taken and others + working.tokens(taken) > budget:
         taken -= 1
     if taken < kept:
-        cuts.append(f"working memory dropped its {kept - taken} oldest message(s)")
+        cuts.append(
+            Phrase(
+                gettext_noop("working memory dropped its %(n)s oldest message(s)"),
+                n=kept - taken,
+            )
+        )
         fitted["working"] = replace(fitted["working"], items=working.items(taken))
     return fitted, cuts
 
@@ -534,7 +572,7 @@ def _query_of(agent_id: str, session_id: str, query: str | None) -> tuple[str | 
         .values_list("content", flat=True)
         .first()
     )
-    return (newest, "newest user message") if newest else (None, "none")
+    return (newest, gettext_noop("newest user message")) if newest else (None, "none")
 
 
 # --- chat messages -------------------------------------------------------------------------
@@ -784,8 +822,8 @@ def _recall(
         embedded=embedded,
         now=now,
     )
-    skip = dict.fromkeys(summarised, "in a summarised turn") | dict.fromkeys(
-        working_ids, "in working memory"
+    skip = dict.fromkeys(summarised, gettext_noop("in a summarised turn")) | dict.fromkeys(
+        working_ids, gettext_noop("in working memory")
     )
     terms = query_terms(query, now=now)  # as the message index reads the query
     verdicts = _recall_verdicts(
@@ -840,7 +878,10 @@ def _recall_verdicts(
             continue
         if recommending and message.role == Role.USER and score is not None and score >= lowered:
             judged = verdict(similarity=score, floor=lowered, match=None)
-            why = f"recommendation question, the person's words: {judged.why}"
+            why = Phrase(
+                gettext_noop("recommendation question, the person's words: %(why)s"),
+                why=judged.why,
+            )
             verdicts[message.pk] = Verdict(True, why)
             continue
         label = message_label(message.timestamp, message.role, message.metadata)
@@ -868,5 +909,6 @@ def _without_restated_memories(long_term: Layer[Any], messages: list[Item]) -> L
         if same is None:
             kept.append(item)
         else:
-            left_out.append(LeftOut(item.id, f"says the same as message {same.id}", item.score))
+            said = Phrase(gettext_noop("says the same as message %(id)s"), id=same.id)
+            left_out.append(LeftOut(item.id, said, item.score))
     return replace(long_term, items=kept, left_out=left_out)

@@ -69,7 +69,7 @@ from memory.api import (
     session_or_404,
 )
 from memory.api_forget import ForgetIn, forget_answer
-from memory.auth import agent_for_key, bearer_key
+from memory.auth import UNAUTHORIZED_DETAIL, agent_for_key, bearer_key
 from memory.context import Context, context_build
 from memory.jsonl import BackupFailed
 from memory.memories import memories_of, memory_create, memory_expire, memory_update
@@ -123,6 +123,7 @@ class MemoryServer(MCPServer):
 
 server = MemoryServer(
     "orca-memory",
+    version=settings.VERSION,
     instructions=(
         "Long-term memory for this agent. Store every message of a conversation with "
         "store_message; before each LLM call, get_context gives the messages to send (recent "
@@ -667,8 +668,7 @@ def mcp_endpoint(request: HttpRequest) -> HttpResponse:
         response = jsonrpc_error(
             401,
             UNAUTHORIZED,
-            "Unauthorized: send Authorization: Bearer <API key> "
-            "(manage.py create_api_key --agent NAME)",
+            UNAUTHORIZED_DETAIL,
         )
         response["WWW-Authenticate"] = "Bearer"
         return response

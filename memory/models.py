@@ -120,16 +120,20 @@ class MainMessageQuerySet(models.QuerySet["MainMessage"]):
 
 class MainMessage(models.Model):
     agent_id = models.TextField(
-        db_default=DEFAULT_AGENT, validators=[IdentifierValidator("agent_id")]
+        _("agent"), db_default=DEFAULT_AGENT, validators=[IdentifierValidator("agent_id")]
     )
-    session_id = models.TextField(validators=[IdentifierValidator("session_id")])
-    role = models.TextField(choices=Role.choices)
-    content = models.TextField()
-    msg_type = models.TextField(choices=MessageType.choices, db_default=MessageType.NORMAL)
-    token_count = models.IntegerField(db_default=0)
-    has_embedding = models.BooleanField(db_default=False)
-    timestamp = models.DateTimeField(db_default=Now())
-    metadata = models.JSONField(null=True, blank=True)
+    session_id = models.TextField(_("session"), validators=[IdentifierValidator("session_id")])
+    role = models.TextField(_("role"), choices=Role.choices)
+    content = models.TextField(
+        _("content"),
+    )
+    msg_type = models.TextField(
+        _("message type"), choices=MessageType.choices, db_default=MessageType.NORMAL
+    )
+    token_count = models.IntegerField(_("tokens"), db_default=0)
+    has_embedding = models.BooleanField(_("embedded"), db_default=False)
+    timestamp = models.DateTimeField(_("time"), db_default=Now())
+    metadata = models.JSONField(_("metadata"), null=True, blank=True)
     # Set by migrate_jsonl: identifies the imported line, so importing twice adds nothing.
     import_fingerprint = models.TextField(null=True, blank=True, editable=False)
 
@@ -137,6 +141,8 @@ class MainMessage(models.Model):
 
     class Meta:
         db_table = "main_messages"
+        verbose_name = _("message")
+        verbose_name_plural = _("messages")
         constraints = [
             _one_of("role", Role, "main_messages_role_valid"),
             _one_of("msg_type", MessageType, "main_messages_msg_type_valid"),
@@ -163,7 +169,7 @@ class MainMessage(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.session_id} #{self.pk} {self.role}"
+        return f"{self.session_id} #{self.pk} {self.get_role_display()}"
 
     @property
     def needs_embedding(self) -> bool:
@@ -192,27 +198,34 @@ class Summarizer(models.TextChoices):
 
 class ShortTermMemory(models.Model):
     agent_id = models.TextField(
-        db_default=DEFAULT_AGENT, validators=[IdentifierValidator("agent_id")]
+        _("agent"), db_default=DEFAULT_AGENT, validators=[IdentifierValidator("agent_id")]
     )
-    session_id = models.TextField(validators=[IdentifierValidator("session_id")])
-    content = models.TextField()
-    source_count = models.IntegerField(db_default=1)
-    confidence = models.FloatField(db_default=0.8, validators=[validate_confidence])
-    created_at = models.DateTimeField(db_default=Now())
-    updated_at = models.DateTimeField(null=True, blank=True)
-    has_embedding = models.BooleanField(db_default=False)
+    session_id = models.TextField(_("session"), validators=[IdentifierValidator("session_id")])
+    content = models.TextField(
+        _("content"),
+    )
+    source_count = models.IntegerField(_("sources"), db_default=1)
+    confidence = models.FloatField(
+        _("confidence"), db_default=0.8, validators=[validate_confidence]
+    )
+    created_at = models.DateTimeField(_("created"), db_default=Now())
+    updated_at = models.DateTimeField(_("updated"), null=True, blank=True)
+    has_embedding = models.BooleanField(_("embedded"), db_default=False)
     # The assistant reply that ended the summarised turn: while that reply is in working
     # memory, the summary would only repeat it (null for summaries written before).
-    reply_id = models.BigIntegerField(null=True, blank=True)
+    reply_id = models.BigIntegerField(_("reply"), null=True, blank=True)
     # Who wrote the summary (null for summaries written before it was recorded, or not by
     # memory.summaries).
-    summarizer = models.TextField(choices=Summarizer.choices, null=True, blank=True)
+    summarizer = models.TextField(
+        _("summarizer"), choices=Summarizer.choices, null=True, blank=True
+    )
 
     objects = ShortTermMemoryQuerySet.as_manager()
 
     class Meta:
         db_table = "short_term_memories"
-        verbose_name_plural = "short-term memories"
+        verbose_name = _("short-term memory")
+        verbose_name_plural = _("short-term memories")
         # No CHECK on `summarizer`: adding one makes SQLite copy the table, which drops the
         # lexical index's triggers; only memory.summaries writes it.
         constraints = [_between_0_and_1("confidence", "short_term_memories_confidence_0_1")]
@@ -221,7 +234,7 @@ class ShortTermMemory(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.session_id} summary #{self.pk}"
+        return gettext("%(session)s summary #%(id)s") % {"session": self.session_id, "id": self.pk}
 
 
 class LongTermMemoryQuerySet(models.QuerySet["LongTermMemory"]):
@@ -271,48 +284,58 @@ class LongTermMemoryQuerySet(models.QuerySet["LongTermMemory"]):
 
 class LongTermMemory(models.Model):
     agent_id = models.TextField(
-        db_default=DEFAULT_AGENT, validators=[IdentifierValidator("agent_id")]
+        _("agent"), db_default=DEFAULT_AGENT, validators=[IdentifierValidator("agent_id")]
     )
-    content = models.TextField()
-    memory_type = models.TextField(choices=MemoryType.choices)
+    content = models.TextField(
+        _("content"),
+    )
+    memory_type = models.TextField(_("memory type"), choices=MemoryType.choices)
     source_session = models.TextField(
-        null=True, blank=True, validators=[IdentifierValidator("source_session")]
+        _("source session"),
+        null=True,
+        blank=True,
+        validators=[IdentifierValidator("source_session")],
     )
-    confidence = models.FloatField(db_default=0.5, validators=[validate_confidence])
-    access_count = models.IntegerField(db_default=0)
-    last_accessed = models.DateTimeField(null=True, blank=True)
-    expires_at = models.DateTimeField(null=True, blank=True)
-    created_at = models.DateTimeField(db_default=Now())
+    confidence = models.FloatField(
+        _("confidence"), db_default=0.5, validators=[validate_confidence]
+    )
+    access_count = models.IntegerField(_("uses"), db_default=0)
+    last_accessed = models.DateTimeField(_("last used"), null=True, blank=True)
+    expires_at = models.DateTimeField(_("expires"), null=True, blank=True)
+    created_at = models.DateTimeField(_("created"), db_default=Now())
     # Added to the design's columns: how many extractions confirmed it, when it last changed,
     # whether it was archived by the cleanup (kept, out of retrieval), and its vector state.
-    source_count = models.IntegerField(db_default=1)
-    updated_at = models.DateTimeField(null=True, blank=True)
-    archived_at = models.DateTimeField(null=True, blank=True)
-    has_embedding = models.BooleanField(db_default=False)
+    source_count = models.IntegerField(_("sources"), db_default=1)
+    updated_at = models.DateTimeField(_("updated"), null=True, blank=True)
+    archived_at = models.DateTimeField(_("archived"), null=True, blank=True)
+    has_embedding = models.BooleanField(_("embedded"), db_default=False)
     # Written or reworded by a person (API, dashboard, admin): consolidation may confirm it but
     # never replaces its text, and identity questions rank it first.
     curated = models.BooleanField(
-        db_default=False, help_text="a person wrote or edited the text; consolidation keeps it"
+        _("curated"),
+        db_default=False,
+        help_text=_("a person wrote or edited the text; consolidation keeps it"),
     )
     # Supersession: a newer memory said the same subject's value changed. The old one keeps its
     # text and history and stops being current at `valid_until`; `valid_from` is when the fact
     # was first said (its first source message's time; null: `created_at`), so "as of" a date
     # also holds for conversations imported from the past. Nullable without defaults: SQLite
     # adds such columns in place, and rows written with plain SQL stay valid.
-    valid_from = models.DateTimeField(null=True, blank=True)
-    valid_until = models.DateTimeField(null=True, blank=True)
+    valid_from = models.DateTimeField(_("valid from"), null=True, blank=True)
+    valid_until = models.DateTimeField(_("valid until"), null=True, blank=True)
     # No database constraint and no field index: SQLite adds and drops such a column in place
     # (a constrained one makes it copy the table, which drops the lexical index's triggers).
     # The id may name a memory deleted since: the chain ends there.
     superseded_by = models.ForeignKey(
         "self",
+        verbose_name=_("superseded by"),
         null=True,
         blank=True,
         on_delete=models.DO_NOTHING,
         db_constraint=False,
         db_index=False,
         related_name="supersedes",
-        help_text="the newer memory that replaced this one",
+        help_text=_("the newer memory that replaced this one"),
     )
 
     # The single-valued attribute of the person the text gives a value to ("home",
@@ -320,13 +343,14 @@ class LongTermMemory(models.Model):
     # until derived: rows from before migration 0025 or written with plain SQL, derived after
     # each `migrate` (memories.derive_attributes). Nullable without a default, so SQLite adds
     # the column in place.
-    attribute = models.TextField(null=True, blank=True, editable=False)
+    attribute = models.TextField(_("attribute"), null=True, blank=True, editable=False)
 
     objects = LongTermMemoryQuerySet.as_manager()
 
     class Meta:
         db_table = "long_term_memories"
-        verbose_name_plural = "long-term memories"
+        verbose_name = _("long-term memory")
+        verbose_name_plural = _("long-term memories")
         constraints = [
             _one_of("memory_type", MemoryType, "long_term_memories_type_valid"),
             _between_0_and_1("confidence", "long_term_memories_confidence_0_1"),
@@ -354,7 +378,7 @@ class LongTermMemory(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.memory_type} #{self.pk}"
+        return f"{self.get_memory_type_display()} #{self.pk}"
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         """Every save that writes the text writes its attribute too."""
@@ -465,16 +489,19 @@ def sources_prefetch() -> models.Prefetch:
 
 
 class MemoryAction(models.TextChoices):
-    CREATE = "create"
-    UPDATE = "update"
-    MERGE = "merge"  # a new extraction matched this memory
-    EXPIRE = "expire"
-    ARCHIVE = "archive"
-    DELETE = "delete"
-    RESTORE = "restore"  # an expired memory made active again
-    REVERT = "revert"  # back to an earlier version (`changes["reverted_to"]`)
-    SUPERSEDE = "supersede"  # a newer memory replaced it (`changes`: valid_until, superseded_by)
-    UNSUPERSEDE = "unsupersede"  # a supersession undone: current again
+    """What a history row did; its label, as a memory's history says it ("edited by ann")."""
+
+    CREATE = "create", _("created")
+    UPDATE = "update", _("edited")
+    MERGE = "merge", _("confirmed by an extraction")  # a new extraction matched this memory
+    EXPIRE = "expire", _("expired")
+    ARCHIVE = "archive", _("archived")
+    DELETE = "delete", _("deleted")
+    RESTORE = "restore", _("restored")  # an expired memory made active again
+    REVERT = "revert", _("reverted")  # back to an earlier version (`changes["reverted_to"]`)
+    # A newer memory replaced it (`changes`: valid_until, superseded_by).
+    SUPERSEDE = "supersede", _("superseded")
+    UNSUPERSEDE = "unsupersede", _("supersession undone")  # current again
 
 
 # The service's own actors of history rows (every other actor is a person: `api`,
@@ -502,18 +529,6 @@ NOTE_KEYS = frozenset(
         "decided_by",
     }
 )
-ACTION_LABELS = {
-    MemoryAction.CREATE: _("created"),
-    MemoryAction.UPDATE: _("edited"),
-    MemoryAction.MERGE: _("confirmed by an extraction"),
-    MemoryAction.EXPIRE: _("expired"),
-    MemoryAction.ARCHIVE: _("archived"),
-    MemoryAction.DELETE: _("deleted"),
-    MemoryAction.RESTORE: _("restored"),
-    MemoryAction.REVERT: _("reverted"),
-    MemoryAction.SUPERSEDE: _("superseded"),
-    MemoryAction.UNSUPERSEDE: _("supersession undone"),
-}
 
 
 @dataclass(frozen=True)
@@ -542,21 +557,24 @@ class LongTermMemoryHistory(models.Model):
     Keyed by the memory's id, not a foreign key, so the record of a deletion survives it.
     """
 
-    memory_id = models.BigIntegerField()
-    agent_id = models.TextField(validators=[IdentifierValidator("agent_id")])
-    action = models.TextField(choices=MemoryAction.choices)
-    actor = models.TextField(help_text="api, admin:<user>, consolidation, cleanup...")
-    old_content = models.TextField(null=True, blank=True)
-    new_content = models.TextField(null=True, blank=True)
-    changes = models.JSONField(null=True, blank=True)
+    memory_id = models.BigIntegerField(
+        _("memory"),
+    )
+    agent_id = models.TextField(_("agent"), validators=[IdentifierValidator("agent_id")])
+    action = models.TextField(_("action"), choices=MemoryAction.choices)
+    actor = models.TextField(_("by"), help_text=_("api, admin:<user>, consolidation, cleanup..."))
+    old_content = models.TextField(_("text before"), null=True, blank=True)
+    new_content = models.TextField(_("text after"), null=True, blank=True)
+    changes = models.JSONField(_("changes"), null=True, blank=True)
     # The changed fields' values before (`changes` holds them after); on a delete, every
     # editable field, so the page of a deleted memory can say what it was. Null before 0016.
-    old_values = models.JSONField(null=True, blank=True)
-    at = models.DateTimeField(db_default=Now())
+    old_values = models.JSONField(_("values before"), null=True, blank=True)
+    at = models.DateTimeField(_("time"), db_default=Now())
 
     class Meta:
         db_table = "long_term_memory_history"
-        verbose_name_plural = "long-term memory history"
+        verbose_name = _("long-term memory change")
+        verbose_name_plural = _("long-term memory history")
         indexes = [models.Index(fields=["memory_id", "-at"], name="idx_ltm_history_memory")]
         constraints = [
             models.CheckConstraint(
@@ -566,7 +584,11 @@ class LongTermMemoryHistory(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.action} of memory {self.memory_id} by {self.actor}"
+        return gettext("%(action)s: memory %(id)s, by %(actor)s") % {
+            "action": self.get_action_display(),
+            "id": self.memory_id,
+            "actor": self.actor,
+        }
 
     @property
     def label(self) -> str:
@@ -576,7 +598,7 @@ class LongTermMemoryHistory(models.Model):
             }
         if self.action == MemoryAction.UPDATE and self.changes == {"archived_at": None}:
             return gettext("unarchived")
-        return ACTION_LABELS.get(self.action, self.action)
+        return self.get_action_display()
 
     @property
     def field_changes(self) -> list[FieldChange]:
@@ -598,13 +620,23 @@ class LongTermMemoryHistory(models.Model):
         return (self.changes or {}).get("proposed_content")
 
 
+class Extractor(models.TextChoices):
+    """What read a run's messages (empty until it starts)."""
+
+    LLM = "llm", _("the chat model")
+    RULES = "rules", _("the rules")
+
+
 class RunStatus(models.TextChoices):
-    QUEUED = "queued"  # waiting for the worker
-    DEFERRED = "deferred"  # waiting for the end of the agent's 30-second window (run_after)
-    RUNNING = "running"
-    DONE = "done"
-    FAILED = "failed"  # the extraction failed; the session's next run covers these messages
-    SKIPPED = "skipped"  # before deferral existed: a request inside the window, dropped
+    QUEUED = "queued", _("queued")  # waiting for the worker
+    # Waiting for the end of the agent's 30-second window (run_after).
+    DEFERRED = "deferred", _("deferred")
+    RUNNING = "running", _("running")
+    DONE = "done", _("done")
+    # The extraction failed; the session's next run covers these messages.
+    FAILED = "failed", _("failed")
+    # Before deferral existed: a request inside the window, dropped.
+    SKIPPED = "skipped", _("skipped")
 
 
 WAITING = (RunStatus.QUEUED, RunStatus.DEFERRED)
@@ -626,29 +658,44 @@ class ConsolidationRun(models.Model):
     waiting run; later requests join it.
     """
 
-    agent_id = models.TextField(validators=[IdentifierValidator("agent_id")])
-    session_id = models.TextField(validators=[IdentifierValidator("session_id")])
-    trigger = models.TextField(choices=Trigger.choices)
-    status = models.TextField(choices=RunStatus.choices, db_default=RunStatus.QUEUED)
-    requested_at = models.DateTimeField(db_default=Now())
+    agent_id = models.TextField(_("agent"), validators=[IdentifierValidator("agent_id")])
+    session_id = models.TextField(_("session"), validators=[IdentifierValidator("session_id")])
+    trigger = models.TextField(_("trigger"), choices=Trigger.choices)
+    status = models.TextField(_("status"), choices=RunStatus.choices, db_default=RunStatus.QUEUED)
+    requested_at = models.DateTimeField(_("requested"), db_default=Now())
     run_after = models.DateTimeField(
-        null=True, blank=True, help_text="a deferred run waits for the agent's 30 s window"
+        _("runs after"),
+        null=True,
+        blank=True,
+        help_text=_("a deferred run waits for the agent's 30 s window"),
     )
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(_("started"), null=True, blank=True)
+    finished_at = models.DateTimeField(_("finished"), null=True, blank=True)
     last_message_id = models.BigIntegerField(
-        null=True, blank=True, help_text="the session's last message this run covers"
+        _("last message"),
+        null=True,
+        blank=True,
+        help_text=_("the session's last message this run covers"),
     )
     last_summary_id = models.BigIntegerField(
-        null=True, blank=True, help_text="the session's last summary this run covers"
+        _("last summary"),
+        null=True,
+        blank=True,
+        help_text=_("the session's last summary this run covers"),
     )
-    extractor = models.TextField(blank=True, db_default="")
-    created = models.IntegerField(db_default=0)
-    merged = models.IntegerField(db_default=0)
-    reason = models.TextField(blank=True, db_default="", help_text="why it waited or failed")
+    extractor = models.TextField(
+        _("extractor"), choices=Extractor.choices, blank=True, db_default=""
+    )
+    created = models.IntegerField(_("memories created"), db_default=0)
+    merged = models.IntegerField(_("memories merged"), db_default=0)
+    reason = models.TextField(
+        _("reason"), blank=True, db_default="", help_text=_("why it waited or failed")
+    )
 
     class Meta:
         db_table = "consolidation_runs"
+        verbose_name = _("consolidation run")
+        verbose_name_plural = _("consolidation runs")
         constraints = [
             _one_of("status", RunStatus, "consolidation_runs_status_valid"),
             # Requests for a session that already waits join that run: one queue entry per
@@ -665,7 +712,12 @@ class ConsolidationRun(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.agent_id}/{self.session_id} {self.status} (requested {self.requested_at})"
+        return gettext("%(agent)s/%(session)s %(status)s (requested %(at)s)") % {
+            "agent": self.agent_id,
+            "session": self.session_id,
+            "status": self.get_status_display(),
+            "at": self.requested_at,
+        }
 
 
 class ApiKeyQuerySet(models.QuerySet["ApiKey"]):
@@ -676,19 +728,22 @@ class ApiKeyQuerySet(models.QuerySet["ApiKey"]):
 class ApiKey(models.Model):
     """A bearer key for one agent. Only its SHA-256 is stored; the key is shown once."""
 
-    agent_id = models.TextField(validators=[IdentifierValidator("agent_id")])
-    name = models.TextField(blank=True, db_default="")
-    prefix = models.TextField(help_text="The key's first characters, to tell keys apart.")
-    key_hash = models.TextField(unique=True)
-    created_at = models.DateTimeField(db_default=Now())
-    last_used_at = models.DateTimeField(null=True, blank=True)
-    revoked_at = models.DateTimeField(null=True, blank=True)
+    agent_id = models.TextField(_("agent"), validators=[IdentifierValidator("agent_id")])
+    name = models.TextField(_("name"), blank=True, db_default="")
+    prefix = models.TextField(
+        _("prefix"), help_text=_("The key's first characters, to tell keys apart.")
+    )
+    key_hash = models.TextField(_("key hash"), unique=True)
+    created_at = models.DateTimeField(_("created"), db_default=Now())
+    last_used_at = models.DateTimeField(_("last used"), null=True, blank=True)
+    revoked_at = models.DateTimeField(_("revoked"), null=True, blank=True)
 
     objects = ApiKeyQuerySet.as_manager()
 
     class Meta:
         db_table = "api_keys"
-        verbose_name = "API key"
+        verbose_name = _("API key")
+        verbose_name_plural = _("API keys")
         indexes = [models.Index(fields=["agent_id"], name="idx_api_keys_agent")]
 
     def __str__(self) -> str:

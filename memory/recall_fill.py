@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
+from django.utils.translation import gettext_noop
+
 from memory import index
 from memory.context_items import (
     RECALL_HEADER,
@@ -25,6 +27,7 @@ from memory.context_items import (
 )
 from memory.index_schema import Term
 from memory.models import MainMessage
+from memory.phrases import Phrase
 from memory.recall_render import MESSAGE_TOKENS, REPLY_TOKENS, is_support, recalled_line
 from memory.relevance import Verdict
 from memory.search import SearchHit
@@ -140,7 +143,7 @@ class RecallFiller:
         elif message.pk not in self.items and not self._add(
             message, hit.score, self.method, self.verdicts[message.pk].why, allowance
         ):
-            left_out.append(LeftOut(message.pk, "over budget", hit.score))
+            left_out.append(LeftOut(message.pk, gettext_noop("over budget"), hit.score))
         if message.pk not in self.items:
             return
         after = self._around(number).after
@@ -197,7 +200,8 @@ class RecallFiller:
     def _add_neighbour(self, message_id: int | None, hit_id: int, allowance: int) -> None:
         message = self.rows.get(message_id) if message_id is not None else None
         if message is not None and message.pk not in self.items and message.pk not in self.skip:
-            self._add(message, None, "neighbour", f"next to recalled message {hit_id}", allowance)
+            next_to = Phrase(gettext_noop("next to recalled message %(id)s"), id=hit_id)
+            self._add(message, None, "neighbour", next_to, allowance)
 
     def _add(
         self, message: MainMessage, score: float | None, how: str, why: str, allowance: int

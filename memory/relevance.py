@@ -20,9 +20,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from django.utils.translation import gettext_noop
+
 from memory.embeddings import Thresholds
 from memory.index_schema import Term
 from memory.models import MemoryType
+from memory.phrases import Phrase
 from memory.text import without_cjk
 
 
@@ -65,16 +68,31 @@ class TermMatch:
             self.bigrams_matched, self.bigrams, floors.bigrams
         )
 
-    def __str__(self) -> str:
+    def said(self) -> Phrase:
+        """ "matched 2 of 3 query words and 1 of 2 query bigrams", the counts there are."""
         parts = [
-            f"{matched} of {total} query {name}"
-            for matched, total, name in (
-                (self.words_matched, self.words, "words"),
-                (self.bigrams_matched, self.bigrams, "bigrams"),
+            Phrase(msgid, matched=matched, total=total)
+            for matched, total, msgid in (
+                (
+                    self.words_matched,
+                    self.words,
+                    gettext_noop("%(matched)s of %(total)s query words"),
+                ),
+                (
+                    self.bigrams_matched,
+                    self.bigrams,
+                    gettext_noop("%(matched)s of %(total)s query bigrams"),
+                ),
             )
             if total
         ]
-        return "matched " + " and ".join(parts) if parts else "no query terms"
+        if len(parts) == 2:
+            return Phrase(
+                gettext_noop("matched %(words)s and %(bigrams)s"), words=parts[0], bigrams=parts[1]
+            )
+        if parts:
+            return Phrase(gettext_noop("matched %(terms)s"), terms=parts[0])
+        return Phrase(gettext_noop("no query terms"))
 
 
 def _reaches(matched: int, total: int, floor: float) -> bool:
@@ -115,6 +133,19 @@ def term_match(terms: Sequence[Term], text: str, label: str = "") -> TermMatch:
     return TermMatch(*counts["word"], *counts["bigram"])
 
 
+def terms_said(terms: Sequence[Term], text: str) -> list[str]:
+    """The words and bigrams of `terms` that `text` itself says, as term_match reads them
+    (a word by its stem): why a search hit matched, when it did by its own words."""
+    said = []
+    for term in terms:
+        if term.kind == "day":  # a day is on the date label, not in the text
+            continue
+        match = term_match([term], text)
+        if match.words_matched + match.bigrams_matched:
+            said.append(term.text)
+    return said
+
+
 @dataclass(frozen=True)
 class Verdict:
     """Whether an item is relevant, and why in words (the context preview shows it)."""
@@ -135,14 +166,27 @@ def verdict(
     all a vector misses."""
     reasons: list[str] = []
     if similarity is not None:
+        values = {"similarity": f"{similarity:.2f}", "floor": f"{floor:g}"}
         if similarity >= floor:
-            return Verdict(True, f"similarity {similarity:.2f} >= {floor:g}")
-        reasons.append(f"similarity {similarity:.2f} < {floor:g}")
+            return Verdict(
+                True, Phrase(gettext_noop("similarity %(similarity)s >= %(floor)s"), **values)
+            )
+        reasons.append(Phrase(gettext_noop("similarity %(similarity)s < %(floor)s"), **values))
     if match is not None:
         if match.passes(floors):
-            return Verdict(True, str(match))
-        reasons.append(str(match))
-    return Verdict(False, "below the relevance floor: " + ", ".join(reasons or ["no score"]))
+            return Verdict(True, match.said())
+        reasons.append(match.said())
+    if len(reasons) == 2:
+        reasons = [
+            Phrase(gettext_noop("%(first)s, %(second)s"), first=reasons[0], second=reasons[1])
+        ]
+    return Verdict(
+        False,
+        Phrase(
+            gettext_noop("below the relevance floor: %(reasons)s"),
+            reasons=reasons[0] if reasons else Phrase(gettext_noop("no score")),
+        ),
+    )
 
 
 # --- recommendation questions -------------------------------------------------------------
@@ -202,4 +246,9 @@ def memory_verdict(
         match=term_match(topic, content) if topic is not None else None,
         floors=RECOMMENDATION_FLOORS,
     )
-    return Verdict(judged.relevant, f"recommendation question, a {memory_type}: {judged.why}")
+    why = Phrase(
+        gettext_noop("recommendation question, a %(type)s: %(why)s"),
+        type=Phrase(memory_type),
+        why=judged.why,
+    )
+    return Verdict(judged.relevant, why)

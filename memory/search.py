@@ -295,7 +295,7 @@ def candidates(
         embedding = embedded or query_embedding(query.text)
         query_vector = embedding.vector
         if query_vector is None:
-            degraded.append(str(embedding.reason))
+            degraded.append(embedding.reason or "")  # a Phrase: the dashboard translates it
             mode = "lexical"
         else:
             vectors = _vector_hits(

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Model, QuerySet
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from memory import embeddings, index
 from memory.dates import minute_label
@@ -32,6 +33,7 @@ from memory.embeddings import (
     Thresholds,
 )
 from memory.models import LongTermMemory, MainMessage, ShortTermMemory, VectorIndexState
+from memory.phrases import Phrase, as_phrase
 from memory.text import speaker
 
 logger = logging.getLogger(__name__)
@@ -73,7 +75,7 @@ def vector_search_status(embedder: Embedder | None = None) -> VectorSearchStatus
         return VectorSearchStatus(False, support.reason, None)
     embedder = embedder or embeddings.configured_embedder()
     if embedder is None:
-        return VectorSearchStatus(False, "no embedding provider is configured", None)
+        return VectorSearchStatus(False, gettext_noop("no embedding provider is configured"), None)
     stored = _stored_signature()
     if stored == embedder.signature:
         not_loaded = _model_not_loaded(embedder)
@@ -81,27 +83,41 @@ def vector_search_status(embedder: Embedder | None = None) -> VectorSearchStatus
     if index.vectors_exist():
         return VectorSearchStatus(
             False,
-            f"the vectors were made by {stored or 'an unknown provider'} but the configured "
-            f"provider is {embedder.signature}: run `python manage.py reembed`"
-            + _keep_hint(stored),
+            Phrase(
+                gettext_noop(
+                    "the vectors were made by %(stored)s but the configured provider is "
+                    "%(provider)s: run `python manage.py reembed`%(hint)s"
+                ),
+                stored=str(stored) if stored else Phrase(gettext_noop("an unknown provider")),
+                provider=str(embedder.signature),
+                hint=_keep_hint(stored),
+            ),
             embedder.signature,
         )
     # Nothing to find yet, and the empty tables may have another dimension (a query would
     # fail) until the task worker's first run prepares them for this provider.
     return VectorSearchStatus(
         False,
-        f"no vectors of {embedder.signature} yet: the task worker prepares the index "
-        "on its first run",
+        Phrase(
+            gettext_noop(
+                "no vectors of %(provider)s yet: the task worker prepares the index on its "
+                "first run"
+            ),
+            provider=str(embedder.signature),
+        ),
         embedder.signature,
     )
 
 
-def _keep_hint(stored: Signature | None) -> str:
+def _keep_hint(stored: Signature | None) -> Phrase | str:
     """For vectors of a bundled model (a store from before the default changed): the setting
     that keeps them instead of embedding everything again."""
     if stored is None or embeddings.bundled(stored) is None:
         return ""
-    return f", or keep them with [embedding] model = {stored.model!r} (EMBEDDING_MODEL)"
+    return Phrase(
+        gettext_noop(", or keep them with [embedding] model = %(model)s (EMBEDDING_MODEL)"),
+        model=repr(stored.model),
+    )
 
 
 def _model_not_loaded(embedder: Embedder) -> str | None:
@@ -363,17 +379,29 @@ def query_embedding(query: str, embedder: Embedder | None = None) -> QueryEmbedd
     embedder = embedder or embeddings.configured_embedder()
     status = vector_search_status(embedder)
     if not status.enabled:
-        return QueryEmbedding(None, f"vector search is unavailable: {status.reason}")
+        return QueryEmbedding(
+            None,
+            Phrase(
+                gettext_noop("vector search is unavailable: %(reason)s"),
+                reason=as_phrase(status.reason or ""),
+            ),
+        )
     if not embeddings.covers(embedder.signature, query):
         return QueryEmbedding(
             None,
-            f"vectors not used: {embedder.signature.model} is English-only and the query "
-            "is Chinese, Japanese or Korean",
+            Phrase(
+                gettext_noop(
+                    "vectors not used: %(model)s is English-only and the query is Chinese, "
+                    "Japanese or Korean"
+                ),
+                model=embedder.signature.model,
+            ),
         )
     try:
         return QueryEmbedding(query_vector(embedder, query), thresholds=embedder.thresholds)
     except EmbeddingError as exc:
-        return QueryEmbedding(None, f"the query could not be embedded: {exc}")
+        why = Phrase(gettext_noop("the query could not be embedded: %(error)s"), error=str(exc))
+        return QueryEmbedding(None, why)
 
 
 @lru_cache(maxsize=1024)

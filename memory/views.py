@@ -10,6 +10,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.contrib import messages
@@ -40,6 +41,7 @@ from memory.forms import (
     TimelineForm,
 )
 from memory.health import Health, service_health
+from memory.index_schema import query_terms
 from memory.memories import (
     memories_apply,
     memory_chain,
@@ -66,9 +68,12 @@ from memory.models import (
     ShortTermMemory,
     Trigger,
 )
+from memory.phrases import translated
+from memory.relevance import terms_said
 from memory.subagent_run import result_run, runs_started
 from memory.text import highlight_terms, snippet
 from memory.validation import InvalidInput, row_id
+from memory.vectors import vector_search_status
 from orca_memory.core.pages import needs, object_or_404, render_page
 
 # The Django model permissions each page needs (the admin checks the same ones). A signed-in
@@ -171,7 +176,7 @@ def health_notes(health: Health) -> list[str]:
     if not vectors["enabled"]:
         notes.append(
             _("Vector search is off (%(reason)s): search and context use text matching only.")
-            % {"reason": vectors["reason"]}
+            % {"reason": translated(vectors["reason"] or "")}
         )
     if embedding["provider"] == "none":
         notes.append(
@@ -183,7 +188,7 @@ def health_notes(health: Health) -> list[str]:
     elif not embedding["ready"]:
         notes.append(
             _("The %(provider)s embedding provider cannot be used: %(reason)s.")
-            % {"provider": embedding["provider"], "reason": embedding["reason"]}
+            % {"provider": embedding["provider"], "reason": translated(embedding["reason"] or "")}
         )
     if embedding["failing"]:
         at = embedding["last_error_at"]
@@ -237,7 +242,12 @@ def sessions(request: HttpRequest) -> HttpResponse:
     that says so (the page shows the list in its default order under the error)."""
     filters = SessionFilterForm(request.GET, agents=_agents(MainMessage))
     page = _page(request, filters.sessions(), SESSIONS_PER_PAGE)
-    context = {"filters": filters, "page": page, "rows": _session_rows(page)}
+    context = {
+        "filters": filters,
+        "page": page,
+        "rows": _session_rows(page),
+        "by_meaning": vector_search_status().enabled,
+    }
     response = render_page(request, "memory/sessions.html", context, partial="session_list")
     if filters.bad_sort:
         response.status_code = 400
@@ -441,10 +451,16 @@ def context_preview(request: HttpRequest, agent_id: str, session_id: str) -> Htt
 @needs(VIEW_SESSIONS)
 def search_page(request: HttpRequest) -> HttpResponse:
     """The agents' messages best matching `?q=`, by the API's hybrid search, each hit a
-    snippet with the query's words marked, linked to its place in its session."""
+    snippet with the query's words marked, linked to its place in its session, with why it
+    matched: the query's words its own text says (none: through the messages before it, which
+    the index reads with it), and its similarity in meaning."""
     agents = _agents(MainMessage)
     form = SearchForm(request.GET if "q" in request.GET else None, agents=agents)
     context: dict[str, Any] = {"form": form, "k": SEARCH_HITS}
+    if not form.is_bound:
+        # The empty page says what search can go by now: a configured provider whose vectors
+        # are not usable yet (the model loading, the index not built) leaves words only.
+        context["by_meaning"] = vector_search_status().enabled
     if form.is_valid():
         if not form.cleaned_data["agent"] and len(agents) > SEARCH_AGENTS:
             form.add_error(
@@ -453,12 +469,14 @@ def search_page(request: HttpRequest) -> HttpResponse:
         else:
             result = form.search(SEARCH_HITS)
             terms = highlight_terms(form.cleaned_data["q"])
+            query = query_terms(form.cleaned_data["q"])
             context["result"] = result
             context["hits"] = [
                 (
                     hit,
                     snippet(hit.message.content, terms),
                     message_url(hit.message.agent_id, hit.message.session_id, hit.message.pk),
+                    terms_said(query, hit.message.content),
                 )
                 for hit in result.hits
             ]
@@ -499,15 +517,28 @@ def _memory_page(request: HttpRequest, memory_id: int, *, partial: str) -> HttpR
         if partial == "history" and request.htmx:
             return render(request, "memory/memory.html#history", context)
         return render(request, "memory/memory_deleted.html", context)
-    # On its own page the history sits under the card, which then needs no history toggle.
-    context = {
+    context = {**_page_context(request, memory, history), "chain": memory_chain(memory)}
+    return render_page(request, "memory/memory.html", context, partial=partial)
+
+
+def _on_its_page(request: HttpRequest, memory: LongTermMemory) -> bool:
+    """Whether the page is the memory's own (a plain request for it, or htmx from it), where
+    its history and sources sit under the card, which then needs no history toggle."""
+    if not request.htmx:
+        return True
+    current = request.htmx.current_url_abs_path or ""
+    return urlsplit(current).path == reverse("memory", args=[memory.pk])
+
+
+def _page_context(
+    request: HttpRequest, memory: LongTermMemory, history: list[LongTermMemoryHistory] | None
+) -> dict[str, Any]:
+    return {
         "memory": memory,
         "history": history,
-        "on_page": not request.htmx,
-        "chain": memory_chain(memory),
+        "on_page": _on_its_page(request, memory),
         "sources": _sources(memory),
     }
-    return render_page(request, "memory/memory.html", context, partial=partial)
 
 
 @dataclass(frozen=True)
@@ -548,10 +579,15 @@ def memory_history(request: HttpRequest, memory_id: int) -> HttpResponse:
 
 
 def _memory_changed(request: HttpRequest, memory: LongTermMemory) -> HttpResponse:
-    """htmx swaps the memory's card in place; without it, go to the memory and its history."""
-    if request.htmx:
+    """htmx swaps the memory's card in place (on the memory's own page, its sources and
+    history too: the change added to them); without it, go to the memory and its history."""
+    if not request.htmx:
+        return redirect("memory", memory.pk)
+    if not _on_its_page(request, memory):
         return render(request, "memory/memory.html#card", {"memory": memory})
-    return redirect("memory", memory.pk)
+    history = memory_versions(memory.pk) if request.user.has_perms(VIEW_HISTORY) else None
+    context = _page_context(request, memory, history)
+    return render(request, "memory/memory.html#changed", context)
 
 
 @login_required

@@ -24,7 +24,7 @@ from ninja.renderers import JSONRenderer
 from memory.api import router as memory_router
 from memory.api_archive import router as archive_router
 from memory.api_forget import router as forget_router
-from memory.auth import ApiKeyAuth
+from memory.auth import UNAUTHORIZED_DETAIL, ApiKeyAuth
 from memory.jsonl import BackupFailed
 from memory.outage import (
     RETRY_AFTER_SECONDS,
@@ -277,6 +277,8 @@ def http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
         return _error(request, 415, str(cause), [(("header", "Content-Type"), str(cause))])
     if cause is not None and exc.status_code == 400:
         return _error(request, 400, "the body is not a JSON object", [(("body",), str(cause))])
+    if exc.status_code == 401:  # no key, or not a valid one: say how to get one
+        return _error(request, 401, UNAUTHORIZED_DETAIL)
     return _error(request, exc.status_code, str(exc))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tomllib
 from datetime import timedelta
 from pathlib import Path
 
@@ -12,6 +13,8 @@ from orca_memory.core.config import ConfigError, load_config, postgres_settings
 from orca_memory.core.files import PRIVATE_DIR_MODE, make_private, private_dir, shared_secret
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# The service's version, as pyproject.toml says it (the MCP server reports it to clients).
+VERSION = tomllib.loads((BASE_DIR / "pyproject.toml").read_text())["project"]["version"]
 
 try:
     ORCA = load_config()
@@ -50,13 +53,13 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_htmx",
-    "axes",  # sign-in throttling (AXES_* below)
+    "orca_memory.apps.SignInThrottlingConfig",  # axes: sign-in throttling (AXES_* below)
     # Serves the API docs' Swagger UI from static files rather than a CDN (no network needed).
     "ninja",
     "memory",
     "subagents",
     # After memory: memory's `db_worker` command replaces this package's (see its docstring).
-    "django_tasks_db",
+    "orca_memory.apps.BackgroundTasksConfig",  # django_tasks_db, its name translated
 ]
 
 # A form without a valid token: the site's page saying what to do (templates/403_csrf.html).

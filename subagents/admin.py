@@ -7,18 +7,20 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.http import urlencode
 from django.utils.text import Truncator
+from django.utils.translation import gettext_lazy as _
 
+from memory.admin import OneLineIdentifiersAdmin
 from subagents.forms import SubagentMessageForm
 from subagents.models import SubagentMessage
 from subagents.runs import subagent_record
 
 
 @admin.register(SubagentMessage)
-class SubagentMessageAdmin(admin.ModelAdmin):
+class SubagentMessageAdmin(OneLineIdentifiersAdmin):
     form = SubagentMessageForm
     list_display = [
         "id",
-        "parent_msg_id",
+        "parent",
         "session_id",
         "agent_name",
         "role",
@@ -50,7 +52,11 @@ class SubagentMessageAdmin(admin.ModelAdmin):
         obj.pk, obj.session_id, obj.timestamp = added.pk, added.session_id, added.timestamp
         obj._state.adding = False
 
-    @admin.display(description="content")
+    @admin.display(description=_("parent message"), ordering="parent_msg")
+    def parent(self, obj: SubagentMessage) -> int:
+        return obj.parent_msg_id
+
+    @admin.display(description=_("content"))
     def short_content(self, obj: SubagentMessage) -> str:
         return Truncator(obj.content).chars(80)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db import models
 from django.db.models.functions import Now
+from django.utils.translation import gettext_lazy as _
 
 from memory.models import MainMessage
 from memory.subagent_run import REPLIES
@@ -11,8 +12,8 @@ from memory.validation import IdentifierValidator
 
 
 class SubagentRole(models.TextChoices):
-    ASSISTANT = "assistant"
-    SYSTEM = "system"
+    ASSISTANT = "assistant", _("Assistant")
+    SYSTEM = "system", _("System")
 
 
 class SubagentMessage(models.Model):
@@ -20,19 +21,24 @@ class SubagentMessage(models.Model):
     # plain SQL) takes its sub-agent transcript with it.
     parent_msg = models.ForeignKey(
         MainMessage,
+        verbose_name=_("parent message"),
         on_delete=models.DB_CASCADE,
         db_column="parent_msg_id",
         db_index=False,
         related_name=REPLIES,  # memory reads the replies through it (memory.subagent_run)
     )
-    session_id = models.TextField(validators=[IdentifierValidator("session_id")])
-    agent_name = models.TextField(validators=[IdentifierValidator("agent_name")])
-    role = models.TextField(choices=SubagentRole.choices)
-    content = models.TextField()
-    timestamp = models.DateTimeField(db_default=Now())
+    session_id = models.TextField(_("session"), validators=[IdentifierValidator("session_id")])
+    agent_name = models.TextField(_("sub-agent"), validators=[IdentifierValidator("agent_name")])
+    role = models.TextField(_("role"), choices=SubagentRole.choices)
+    content = models.TextField(
+        _("content"),
+    )
+    timestamp = models.DateTimeField(_("time"), db_default=Now())
 
     class Meta:
         db_table = "subagent_messages"
+        verbose_name = _("sub-agent message")
+        verbose_name_plural = _("sub-agent messages")
         constraints = [
             models.CheckConstraint(
                 condition=models.Q(role__in=SubagentRole.values),
@@ -42,4 +48,4 @@ class SubagentMessage(models.Model):
         indexes = [models.Index(fields=["parent_msg"], name="idx_subagent_parent")]
 
     def __str__(self) -> str:
-        return f"{self.agent_name} #{self.pk} {self.role}"
+        return f"{self.agent_name} #{self.pk} {self.get_role_display()}"

@@ -41,6 +41,27 @@ def test_every_admin_page_opens(admin_client, conversation):
     assert admin_client.get(url).status_code == 200
 
 
+@pytest.mark.parametrize(
+    ("model", "one_line", "text_areas"),
+    [
+        ("memory_apikey", ["agent_id", "name"], []),
+        ("memory_longtermmemory", ["agent_id", "source_session"], ["content"]),
+        ("memory_mainmessage", ["agent_id", "session_id"], ["content", "metadata"]),
+        ("memory_shorttermmemory", ["agent_id", "session_id"], ["content"]),
+        ("subagents_subagentmessage", ["agent_name"], ["content"]),
+    ],
+)
+def test_identifiers_and_labels_are_one_line_inputs_text_a_text_area(
+    admin_client, db, model, one_line, text_areas
+):
+    """The API key form (and the others) showed an agent's id and a key's name in text
+    areas: one-line values, which a return key would have broken."""
+    body = admin_client.get(reverse(f"admin:{model}_add")).content.decode()
+    assert re.findall(r'<textarea name="(\w+)"', body) == text_areas
+    inputs = re.findall(r'<input type="text" name="(\w+)"', body)
+    assert all(name in inputs for name in one_line), inputs
+
+
 def test_it_lists_and_filters_memories(admin_client, conversation):
     memory_expire(conversation.deploy, actor="api")
     response = admin_client.get(CHANGELIST, {"expired": "yes"})

@@ -7,6 +7,7 @@ import io
 import pytest
 from django.core.management import CommandError, call_command
 
+from memory.auth import UNAUTHORIZED_DETAIL
 from memory.models import ApiKey, MainMessage
 
 pytestmark = pytest.mark.django_db
@@ -46,7 +47,8 @@ def test_every_endpoint_but_health_needs_a_valid_key(client, method, path, heade
     headers = {"Authorization": header} if header else {}
     response = getattr(client, method)(f"/api/v1{path}", headers=headers)
     assert response.status_code == 401
-    assert response.json() == {"detail": "Unauthorized", "errors": []}
+    assert response.json() == {"detail": UNAUTHORIZED_DETAIL, "errors": []}
+    assert "create_api_key" in response.json()["detail"]  # how to get a key
 
 
 def test_the_command_prints_the_key_alone_on_its_last_line_and_stores_only_a_hash(client):

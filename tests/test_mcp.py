@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import queue
+import re
 import sqlite3
 import subprocess
 import sys
@@ -395,6 +396,20 @@ def test_another_agents_key_sees_none_of_it(live_server, key, other_key):
     assert (stored.content, stored.expires_at) == ("The PIN is 4321.", None)
     assert not ConsolidationRun.objects.exists()
     assert not MainMessage.objects.filter(agent_id="agent-b").exists()
+
+
+def test_it_names_itself_with_the_services_version(client, key):
+    """The version pyproject.toml gives (it was empty), in the answer to initialize."""
+    params = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"},
+    }
+    answer = send(client, rpc("initialize", params), key)
+    assert answer.status_code == 200, answer.content[:300]
+    info = answer.json()["result"]["serverInfo"]
+    assert info["name"] == "orca-memory"
+    assert info["version"] == settings.VERSION and re.fullmatch(r"\d+\.\d+\.\d+", info["version"])
 
 
 def test_it_refuses_no_key_a_bad_key_and_a_revoked_key(live_server, key):

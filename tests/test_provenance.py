@@ -393,8 +393,10 @@ def test_the_memory_page_links_each_source_message_and_names_the_writer(admin_cl
         assert f'href="{url}"' in html and f"message #{message.pk}" in html
     assert html.index(f"message #{first.pk}") < html.index(f"message #{second.pk}")
     assert "我更喜欢用 tab 缩进。" in html  # the message's words
-    assert "written by ui:ann" in html and "first said" in html
-    assert "来源" in chinese and "由 ui:ann 撰写" in chinese and f"消息 #{first.pk}" in chinese
+    assert "written by ann (dashboard)" in html and "first said" in html
+    assert (
+        "来源" in chinese and "由 ann（仪表盘） 撰写" in chinese and f"消息 #{first.pk}" in chinese
+    )
 
 
 def test_a_memory_without_sources_says_so(admin_client):
@@ -413,6 +415,6 @@ def test_the_admin_shows_the_sources_read_only(admin_client):
     html = page.content.decode()
     assert page.status_code == 200
     url = reverse("admin:memory_mainmessage_change", args=[first.pk])
-    assert f'<li><a href="{url}">message #{first.pk}</a> · user · session s1 · ' in html
-    assert "<li>written by ui:ann</li>" in html
+    assert f'<li><a href="{url}">message #{first.pk}</a> · User · session s1 · ' in html
+    assert "<li>written by ann (dashboard)</li>" in html
     assert 'name="sources' not in html  # read-only: nothing to change

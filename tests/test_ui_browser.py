@@ -144,7 +144,7 @@ def test_it_curates_a_memory(conversation, page, live_server):
     assert LongTermMemory.objects.get(pk=conversation.tea.pk).expires_at is None
 
     card.locator("details.history > summary").click()
-    expect(card.locator(".history-list")).to_contain_text("expired by ui:admin")
+    expect(card.locator(".history-list")).to_contain_text("expired by admin (dashboard)")
     shoot(page, "memories_history")
     actions = LongTermMemoryHistory.objects.filter(memory_id=conversation.tea.pk).order_by("id")
     assert [(h.action, h.actor) for h in actions] == [
@@ -167,3 +167,37 @@ def test_it_curates_a_memory(conversation, page, live_server):
     page.select_option("select[name=agent]", "agent-a")
     expect(page).to_have_url(re.compile(r"agent=agent-a"))
     expect(page.locator("#memory-list article")).to_have_count(1)
+
+
+def test_at_phone_width_no_nav_link_is_alone_on_a_line_and_agent_names_keep_whole(
+    page, live_server
+):
+    """At 390 px the page links wrapped unevenly (a lone "Admin" on its own line, or four
+    and two); an agent's name in the session list broke inside ("newcom/er-agent"). In both
+    languages."""
+    from memory.messages import message_add
+
+    for n in range(3):
+        message_add(
+            agent_id="newcomer-agent", session_id=f"first-steps-{n}", role="user", content="hi"
+        )
+    page.set_viewport_size(SIZES[1])
+    for language in ("English", "简体中文"):
+        if language != "English":
+            page.click(f"header.site form.language button:has-text('{language}')")
+        page.goto(live_server.url + "/sessions/")
+        tops = page.locator("header.site nav a").evaluate_all(
+            "links => links.map(a => Math.round(a.getBoundingClientRect().top))"
+        )
+        rows = [tops.count(top) for top in sorted(set(tops))]
+        # Evenly over their lines: 3 and 3, never 4 and 2 or 5 and 1.
+        assert len(tops) == 6 and max(rows) - min(rows) <= 1, (language, rows)
+        lines = page.locator("table.sessions tbody td:nth-child(2)").first.evaluate(
+            """cell => {
+              const range = document.createRange();
+              range.selectNodeContents(cell);
+              return new Set([...range.getClientRects()].map(r => Math.round(r.top))).size;
+            }"""
+        )
+        assert lines == 1, language
+        shoot(page, f"phone_nav_{'en' if language == 'English' else 'zh'}", full_page=False)

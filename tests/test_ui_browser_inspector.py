@@ -63,6 +63,31 @@ def test_the_preview_leads_with_its_explanation_and_the_json_as_sent(
     expect(page.locator(f"#message-{earlier.pk}")).to_be_visible()
 
 
+def test_a_built_preview_takes_half_the_page_and_an_empty_layer_says_nothing(
+    conversation,
+    page,  # noqa: F811
+    live_server,
+):
+    """At 1440 px the preview had the side column's 24rem (~350 px of text); at 390 px it
+    takes the screen's width as before. A layer with no item says "nothing" without a number
+    in front of it."""
+    from playwright.sync_api import expect
+
+    page.goto(f"{live_server.url}/sessions/agent-a/s-1/")
+    side = page.locator("#context-preview").bounding_box()["width"]
+    assert side < 420  # before a preview: the side column
+    page.fill("input[name=query]", "green tea")
+    page.click("button:has-text('Preview')")
+    expect(page.locator("table.layers")).to_be_visible()
+    assert page.locator("#context-preview").bounding_box()["width"] > 540
+    recall = page.locator(".layer-recall")  # nothing recalled: no earlier session
+    expect(recall.locator("ol.items")).to_have_count(0)
+    expect(recall.locator("p.muted.small").last).to_have_text("nothing")
+    shoot(page, "inspector_preview_wide")
+    page.set_viewport_size({"width": 390, "height": 844})
+    assert page.locator("#context-preview").bounding_box()["width"] <= 390
+
+
 def test_the_copy_button_is_hidden_without_javascript(
     browser,  # noqa: F811
     live_server,
@@ -319,7 +344,8 @@ def test_a_search_hit_links_to_its_message_in_its_session(
     page.click("button:has-text('Search')")
     expect(page).to_have_url(re.compile(r"/search/\?q=kayak"))
     hit = page.locator(".hit").first
-    expect(hit.locator("mark")).to_have_text("kayak")
+    expect(hit.locator(".snippet mark")).to_have_text("kayak")
+    expect(hit.locator(".why")).to_have_text("its words: kayak")
     expect(hit).to_contain_text("agent-b / b-1")
     shoot(page, "inspector_search")
 
@@ -335,7 +361,35 @@ def test_a_search_hit_links_to_its_message_in_its_session(
     expect(page.locator("#results")).to_contain_text("No message matches.")
     page.goto(f"{live_server.url}/search/?q=gunicorn&agent=agent-a&role=user")
     expect(page.locator(".hit")).to_have_count(1)
-    expect(page.locator(".hit mark").first).to_have_text("gunicorn")
+    expect(page.locator(".hit .snippet mark").first).to_have_text("gunicorn")
+
+
+def test_a_search_hit_says_why_it_matched_its_words_or_the_messages_before_it(
+    page,  # noqa: F811
+    live_server,
+):
+    """ "花生" found "我喜欢喝乌龙茶" (the message after one that says 花生: the index reads the
+    two before with each message) above "我对花生过敏", and nothing said why. The order is the
+    search's; each hit now says what matched."""
+    from playwright.sync_api import expect
+
+    message_add(agent_id="agent-c", session_id="c-1", role="user", content="我对花生过敏。")
+    message_add(agent_id="agent-c", session_id="c-2", role="assistant", content="花生酱可以吗？")
+    message_add(agent_id="agent-c", session_id="c-2", role="user", content="我喜欢喝乌龙茶。")
+
+    page.goto(f"{live_server.url}/search/?q=花生")
+    hits = page.locator(".hit")
+    expect(hits).to_have_count(3)
+    tea = hits.filter(has_text="乌龙茶")
+    expect(tea.locator(".why")).to_have_text(
+        "matched through the messages before it: its own text has none of the query's words"
+    )
+    expect(hits.filter(has_text="过敏").locator(".why")).to_have_text("its words: 花生")
+    shoot(page, "inspector_search_why")
+    page.click("header.site form.language button:has-text('简体中文')")
+    expect(tea.locator(".why")).to_have_text("通过它之前的消息匹配：它本身的文本不含查询中的任何词")
+    expect(hits.filter(has_text="过敏").locator(".why")).to_have_text("它说到的词： 花生")
+    shoot(page, "inspector_search_why_zh")
 
 
 def test_the_session_list_filters_sorts_and_shows_its_columns(

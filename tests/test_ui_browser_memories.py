@@ -32,7 +32,7 @@ def test_revert_restores_an_earlier_text_and_adds_a_history_row(conversation, pa
     expect(page.locator(f"#memory-{tea.pk} .text")).to_have_text("The user prefers green tea.")
     expect(page.locator(".flash")).to_contain_text("reverted to version 1")
     expect(history).to_have_count(3)
-    expect(history.first).to_contain_text("reverted to version 1 by ui:admin")
+    expect(history.first).to_contain_text("reverted to version 1 by admin (dashboard)")
     expect(history.first).to_contain_text("confidence: 0.90 → 0.70")
     shoot(page, "memories_reverted")
     memory = LongTermMemory.objects.get(pk=tea.pk)
@@ -90,7 +90,42 @@ def test_a_delete_updates_the_count_and_leaves_a_readable_page(conversation, pag
     expect(page.locator("#memory-list article")).to_have_count(1)
 
     page.goto(f"{live_server.url}/memories/{conversation.deploy.pk}/")
-    expect(page.locator(".memory.deleted")).to_contain_text("This memory was deleted by ui:admin")
+    expect(page.locator(".memory.deleted")).to_contain_text(
+        "This memory was deleted by admin (dashboard)"
+    )
     expect(page.locator(".history-list > li")).to_have_count(2)
     shoot(page, "memories_deleted")
     assert not LongTermMemory.objects.filter(pk=conversation.deploy.pk).exists()
+
+
+def test_an_edit_on_the_memorys_page_updates_its_history_and_sources_in_place(
+    conversation,
+    page,  # noqa: F811
+    live_server,
+):
+    """Edit -> Save and Expire swap the card in place; the history and sources under it
+    follow (they were left at version 1, and the card grew a second, folded history)."""
+    from playwright.sync_api import expect
+
+    tea = conversation.tea
+    page.goto(f"{live_server.url}/memories/{tea.pk}/")
+    history = page.locator("#memory-history .history-list > li")
+    expect(history).to_have_count(1)
+    card = page.locator(f"#memory-{tea.pk}")
+
+    card.locator("a:has-text('Edit')").click()
+    page.fill("textarea[name=content]", "The user prefers oolong tea.")
+    page.click("button:has-text('Save')")
+    expect(card.locator(".text")).to_have_text("The user prefers oolong tea.")
+    expect(history).to_have_count(2)
+    expect(history.first).to_contain_text("edited by admin (dashboard)")
+    expect(page.locator("#memory-sources")).to_contain_text("written by admin (dashboard)")
+
+    card.locator("button:has-text('Expire')").click()
+    expect(card.locator(".badge.warn")).to_contain_text("expired")
+    expect(history).to_have_count(3)
+    expect(history.first).to_contain_text("expired by admin (dashboard)")
+    # One history on the page, none folded inside the card.
+    expect(page.locator(".history-list")).to_have_count(1)
+    expect(card.locator("details.history")).to_have_count(0)
+    shoot(page, "memories_edited_in_place")

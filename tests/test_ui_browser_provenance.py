@@ -44,7 +44,7 @@ def test_a_memorys_sources_link_to_their_messages(page, live_server):  # noqa: F
     expect(listed.nth(0)).to_contain_text(f"message #{first.pk}")
     expect(listed.nth(0)).to_contain_text("editor-setup")
     expect(listed.nth(1)).to_contain_text("我写代码一直用 tab 缩进。")
-    expect(listed.nth(2)).to_have_text("written by ui:admin")
+    expect(listed.nth(2)).to_have_text("written by admin (dashboard)")
     expect(page.locator(".sources")).to_contain_text("first said")
     shoot(page, "provenance_memory")
 
@@ -60,6 +60,6 @@ def test_a_memorys_sources_link_to_their_messages(page, live_server):  # noqa: F
     page.goto(f"{live_server.url}/memories/{memory.pk}/")
     expect(page.locator(".sources h2")).to_have_text("来源")
     expect(listed.nth(0)).to_contain_text(f"消息 #{first.pk}")
-    expect(listed.nth(2)).to_have_text("由 ui:admin 撰写")
+    expect(listed.nth(2)).to_have_text("由 admin（仪表盘） 撰写")
     expect(page.locator(".sources")).to_contain_text("最早提及于")
     shoot(page, "provenance_memory_zh")

@@ -58,7 +58,7 @@ def test_a_viewer_reads_memories_without_curation_buttons(browser, live_server, 
     expect(card.locator("button:has-text('Expire')")).to_have_count(0)
     expect(card.locator("text=Delete")).to_have_count(0)
     card.locator("details.history > summary").click()
-    expect(card.locator(".history-list")).to_contain_text("created by api")
+    expect(card.locator(".history-list")).to_contain_text("created by API")
     expect(page.locator("#bulk")).to_have_count(0)
     expect(page.locator("input[type=checkbox]")).to_have_count(0)
     expect(card.locator(".revert")).to_have_count(0)

@@ -218,7 +218,7 @@ def test_the_nav_marks_the_current_page_and_the_dashboard_links_its_counts(
     # An htmx request from an element without a button (htmx would log a selector error).
     card = tab.locator(f"#memory-{conversation.tea.pk}")
     card.locator("details.history > summary").click()
-    expect(card.locator(".history-list")).to_contain_text("created by api")
+    expect(card.locator(".history-list")).to_contain_text("created by API")
     tab.click("header.site nav >> text=Sessions")
     expect(current).to_have_text("Sessions")
     tab.click("#session-list >> text=s-1")

@@ -367,7 +367,7 @@ def test_search_finds_messages_of_every_agent_with_marked_snippets_and_links(
         response = admin_client.get(reverse("search"), {"q": "kayak"})
     body = response.content.decode()
     assert response.status_code == 200
-    assert sorted(hit.message.pk for hit, _, _ in response.context["hits"]) == [a.pk, b.pk]
+    assert sorted(hit.message.pk for hit, *_ in response.context["hits"]) == [a.pk, b.pk]
     assert "<mark>kayak</mark> is red " + ESCAPED in body and XSS not in body
     assert "<mark>Kayak</mark>s float." in body
     link = reverse("session", args=["agent-a", "s1"]) + f"?at={a.pk}#message-{a.pk}"
@@ -376,7 +376,7 @@ def test_search_finds_messages_of_every_agent_with_marked_snippets_and_links(
     def found(**query) -> list[int]:
         response = admin_client.get(reverse("search"), query)
         assert response.status_code == 200, response.content
-        return sorted(hit.message.pk for hit, _, _ in response.context.get("hits", []))
+        return sorted(hit.message.pk for hit, *_ in response.context.get("hits", []))
 
     assert found(q="kayak float") == sorted([a.pk, b.pk])
     assert found(q="kayak float", agent="agent-b") == [b.pk]

@@ -188,7 +188,7 @@ def test_the_history_shows_before_and_after_and_old_values(admin_client, convers
     tea = conversation.tea
     memory_update(tea, actor="ui:admin", content="The user prefers oolong tea.", confidence=0.9)
     body = admin_client.get(reverse("memory", args=[tea.pk])).content.decode()
-    assert "<strong>edited</strong> by ui:admin" in body
+    assert "<strong>edited</strong> by admin (dashboard)" in body
     assert "before:</span>" in body and "after:</span>" in body
     assert "confidence: <del>0.70</del> → <ins>0.90</ins>" in body
     assert "version 2" in body
@@ -221,7 +221,7 @@ def test_it_reverts_to_an_earlier_version_as_a_new_history_row(admin_client, con
     assert (row.old_content, row.new_content) == ("The user prefers oolong tea.", memory.content)
     assert row.old_values["confidence"] == 0.9
     body = admin_client.get(response["Location"]).content.decode()
-    assert "reverted to version 1</strong> by ui:admin" in body
+    assert "reverted to version 1</strong> by admin (dashboard)" in body
     assert "Memory #1 reverted to version 1." in body.replace(f"#{tea.pk}", "#1")
 
 
@@ -258,9 +258,12 @@ def test_a_deleted_memory_keeps_a_page_with_its_history(admin_client, conversati
     page = admin_client.get(reverse("memory", args=[tea.pk]))
     assert page.status_code == 200
     body = page.content.decode()
-    assert "This memory was deleted by ui:admin" in body
+    assert "This memory was deleted by admin (dashboard)" in body
     assert "The user prefers green tea." in body
-    assert "<strong>deleted</strong> by ui:admin" in body and "<strong>created</strong>" in body
+    assert (
+        "<strong>deleted</strong> by admin (dashboard)" in body
+        and "<strong>created</strong>" in body
+    )
     assert "Revert to version" not in body
     fragment = admin_client.get(reverse("memory_history", args=[tea.pk]), headers=HTMX)
     assert fragment.status_code == 200 and "<html" not in fragment.content.decode()

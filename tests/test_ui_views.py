@@ -12,6 +12,7 @@ from django.utils import timezone
 from memory.memories import memory_expire
 from memory.messages import message_add
 from memory.models import LongTermMemory, LongTermMemoryHistory, MainMessage
+from memory.vectors import rebuild_index, vector_search_status
 
 HTMX = {"HX-Request": "true"}
 XSS = "<script>alert(1)</script>"
@@ -205,7 +206,25 @@ def test_without_an_embedding_provider_no_message_waits_for_a_vector(admin_clien
 
     assert "waiting for vector" not in body and "not embedded" not in body
     sessions = admin_client.get(reverse("sessions")).content.decode()
-    assert "by their words" in sessions and "by meaning" not in sessions
+    assert "by their words," in sessions and "meaning" not in sessions
+    search = admin_client.get(reverse("search")).content.decode()
+    assert "by their words" in search and "meaning" not in search
+
+
+def test_with_a_provider_whose_vectors_are_not_ready_search_is_said_to_go_by_words(
+    admin_client, conversation, fake_embedder
+):
+    """A provider is configured, but no vector index is built for it yet: search answers by
+    words only, and the pages say so rather than "by meaning"."""
+    assert not vector_search_status().enabled
+    sessions = admin_client.get(reverse("sessions")).content.decode()
+    assert "by their words," in sessions and "meaning" not in sessions
+    rebuild_index(fake_embedder.signature)  # what the task worker does on its first run
+    assert vector_search_status().enabled
+    sessions = admin_client.get(reverse("sessions")).content.decode()
+    assert "by their words and meaning" in sessions
+    search = admin_client.get(reverse("search")).content.decode()
+    assert "by words and meaning" in search
 
 
 def test_an_unknown_session_is_404(admin_client, conversation):
@@ -282,10 +301,10 @@ def test_memories_filter_by_agent_type_state_and_text(admin_client, conversation
 def test_the_memory_page_shows_its_history(admin_client, conversation):
     memory_expire(conversation.tea, actor="admin:root")
     body = admin_client.get(reverse("memory", args=[conversation.tea.pk])).content.decode()
-    assert "<strong>expired</strong> by admin:root" in body
-    assert "<strong>created</strong> by api" in body
+    assert "<strong>expired</strong> by root (admin)" in body
+    assert "<strong>created</strong> by API" in body
     fragment = admin_client.get(reverse("memory_history", args=[conversation.tea.pk]), headers=HTMX)
-    assert "expired</strong> by admin:root" in fragment.content.decode()
+    assert "expired</strong> by root (admin)" in fragment.content.decode()
 
 
 def test_it_edits_a_memory_inline(admin_client, conversation):
@@ -369,7 +388,7 @@ def test_it_expires_and_restores_a_memory(admin_client, conversation):
     assert restore.changes == {"expires_at": None}
     assert restore.old_values == {"expires_at": history[1].changes["expires_at"]}
     body = admin_client.get(reverse("memory", args=[pk])).content.decode()
-    assert "<strong>restored</strong> by ui:admin" in body
+    assert "<strong>restored</strong> by admin (dashboard)" in body
     assert "<strong>edited</strong>" not in body
 
 
