@@ -25,6 +25,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from django.utils.translation import gettext_noop
+
 from memory.text import CJK_RUN, MONEY, statement_of
 
 _CAP = r"(?-i:[A-Z])"  # a capital letter starts a name: Berlin, Shopify, Elliot
@@ -112,7 +114,7 @@ def _attribute(
 # 小米 is both).
 ATTRIBUTES = (
     _attribute(
-        "home",
+        gettext_noop("home"),
         said=(
             rf"\b(i|we) (now |currently |still |also )?live in {_CAP}",
             rf"\b(i'm|i am|we're|we are) (now |currently |still )?(living|based|settled) in {_CAP}",
@@ -129,7 +131,7 @@ ATTRIBUTES = (
         ),
     ),
     _attribute(
-        "employer",
+        gettext_noop("employer"),
         said=(
             rf"\b(i|we) (now |currently |still )?work (at|for) {_CAP}",
             rf"\bmy (new |current )?(employer|company),? {_CAP}"
@@ -152,7 +154,7 @@ ATTRIBUTES = (
         ),
     ),
     _attribute(
-        "team",
+        gettext_noop("team"),
         said=(
             r"\b(on|joined|to|into|in) the [\w-]+( [\w-]+)? team\b",
             r"\bour [\w-]+( [\w-]+)? team\b",
@@ -161,7 +163,7 @@ ATTRIBUTES = (
         asked=(r"\b(which|what) team\b", r"(哪个|什么)(组(?!件|合|织)|团队)"),
     ),
     _attribute(
-        "partner",
+        gettext_noop("partner"),
         said=(
             rf"\bmy (new |current )?(partner|boyfriend|girlfriend|wife|husband|fianc[eé]e?|spouse)"
             rf",? {_CAP}[a-z]+",
@@ -184,7 +186,7 @@ ATTRIBUTES = (
         ),
     ),
     _attribute(
-        "phone",
+        gettext_noop("phone"),
         said=(
             rf"\b({_PHONE_BRANDS})\s?(\w+\s)?\w*\d|\bnothing phone\b",
             r"(iPhone|Pixel|华为|Mate|小米|vivo|OPPO|一加|荣耀|红米|三星)\s?(\w+\s)?\w*\d",
@@ -192,7 +194,7 @@ ATTRIBUTES = (
         asked=(r"\b(what|which) (phone|mobile)\b|\bmy phone\b", r"(什么|哪款|哪个)手机"),
     ),
     _attribute(
-        "car",
+        gettext_noop("car"),
         said=(
             rf"\b(drive|driving|drove|bought|got|sold|traded in) (a|an|the|my|our) (new |used )?"
             rf"{_CAP}",
@@ -202,7 +204,7 @@ ATTRIBUTES = (
         asked=(r"\b(what|which) car\b|\bdo i drive\b", r"(什么|哪款|哪个|哪辆)车"),
     ),
     _attribute(
-        "budget",
+        gettext_noop("budget"),
         said=(
             r"\bbudget\b|\b(laptop|phone|car|trip|holiday|wedding|house) money\b"
             r"|\bcan (spend|go (up )?to|afford)\b[^.;]{0,20}[$£€¥\d]",
@@ -212,7 +214,7 @@ ATTRIBUTES = (
         value=MONEY,
     ),
     _attribute(
-        "learning a language",
+        gettext_noop("learning a language"),
         said=(
             rf"\b(learning|studying|started|dropped|signed up for|taking) (a |an )?"
             rf"({_LANGUAGES})\b",
@@ -225,7 +227,7 @@ ATTRIBUTES = (
         ),
     ),
     _attribute(
-        "a weekday's activity",
+        gettext_noop("a weekday's activity"),
         said=(
             # every week: "every Thursday", "on Thursdays", "Thursday nights are"
             rf"\bevery {_WEEKDAY_EN}( {_PART_OF_DAY})?\b|\bon {_WEEKDAY_EN}s\b"

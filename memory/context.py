@@ -54,7 +54,7 @@ from memory.index import Filter
 from memory.index_schema import Term, query_terms
 from memory.memories import memories_like, source_message_ids
 from memory.models import LongTermMemory, MainMessage, MemoryType, Role, ShortTermMemory
-from memory.phrases import Phrase
+from memory.phrases import Phrase, as_phrase
 from memory.questions import asks_about_replies, is_recommendation
 from memory.recall_fill import RecallFiller
 from memory.recall_rank import ranked
@@ -436,7 +436,10 @@ def _current_values(
     newest = active.filter(attribute=attribute).newest_said_first().first()
     if newest is None:
         return []
-    why = f"asks for an attribute ({attribute}): its current value"
+    why = Phrase(
+        gettext_noop("asks for an attribute (%(attribute)s): its current value"),
+        attribute=as_phrase(attribute),
+    )
     return [_memory_item(newest, None, "attribute", now, why)]
 
 

@@ -39,6 +39,7 @@ SHOWN_VALUES = (
     gettext_noop("newest"),
     gettext_noop("access_count"),
     gettext_noop("identity"),
+    gettext_noop("attribute"),
     gettext_noop("neighbour"),
     gettext_noop("none"),
     gettext_noop("ok"),
