@@ -10,8 +10,8 @@ long after). Scores count as shares of the best hit's, the same scale for every 
 
 Not here: spreading recall over sessions (a session's second hit after the best of every
 other session). Measured, it lost evidence on LoCoMo and on the agent-style probe, also when
-only questions that gather ("how many", 几次, 哪些) were spread (docs/EVALUATION.md, "The
-period a question names").
+only questions that gather ("how many", 几次, 哪些) were spread (docs/EVALUATION.md, "What we
+tried").
 """
 
 from __future__ import annotations

@@ -129,8 +129,8 @@ def fuse_weighted(candidates: Sequence[Ranked], vector_weight: float = 0.35) -> 
     lexical score.
 
     On LoCoMo this beat rank fusion, z-scores, BM25 saturation and the 70% vector / 30%
-    lexical split of the design notes (docs/EVALUATION.md, "Results"); 35% rather than 30%
-    once every candidate had its similarity ("What the agent receives").
+    lexical split of the design notes (docs/EVALUATION.md, "What we tried"); 35% rather than
+    30% once every candidate had its similarity ("The question stored first, and fusion").
     """
     scores = {c.id: 0.0 for c in candidates}
     for weight, part in ((vector_weight, "vector"), (1 - vector_weight, "lexical")):

@@ -8,8 +8,8 @@ the texts' cores `SAME_SUBJECT_TEXT`; and the same people named: "my sister" is 
 brother"), words that say the value changed ("moved", "now", "no longer", 搬到, 现在, 改成)
 and none that say it is one more ("also", 也), and a value that differs (a word the old text
 does not say). Anything less leaves both memories as they are. The pairs the levels were
-measured on are in tests/test_supersession.py and docs/EVALUATION.md ("Updates that
-supersede").
+measured on are in tests/test_supersession.py; docs/EVALUATION.md ("Updates that supersede")
+says how the levels were set.
 
 A few subjects the rule can name without similarity: the person's single-valued attributes
 (memory.attributes: home, employer, partner…). "I work at Spotify" and "my first week at
