@@ -50,6 +50,10 @@ _CAR_BRANDS = (
     r"|mercedes|nissan|volvo|peugeot|renault|fiat|byd|jeep|porsche|lexus|polestar"
     r"|citroen|opel|vauxhall|suzuki|mitsubishi|chevrolet|chevy|dodge|rivian"
 )
+_CAR_BRANDS_ZH = (
+    r"丰田|大众|本田|比亚迪|蔚来|小鹏|理想|特斯拉|宝马|奔驰|奥迪|吉利|长安|五菱|问界|捷达|日产|别克"
+    r"|雪佛兰|福特|现代|起亚|马自达|沃尔沃|极氪|零跑|红旗|领克|哈弗|坦克"
+)
 _PHONE_BRANDS = (
     r"iphone|pixel|galaxy|oneplus|xperia|redmi|xiaomi|huawei|motorola|moto|oppo|vivo|honor"
 )
@@ -69,19 +73,24 @@ _PEOPLE_ZH = (
     r"|阿姨|叔叔|舅舅|表哥|表姐|表弟|表妹|堂哥|堂姐|同事|老板|领导)"
 )
 PEOPLE = re.compile(rf"\b{_PEOPLE_EN}\b|{_PEOPLE_ZH}", re.IGNORECASE)
-# One of them as what a statement is about: "my sister", 我姐姐 (not "with friends from
-# work": that Thursday is the speaker's own).
+# One of them as the subject of a statement, which opens on whom it is about: "my sister
+# lives in Leeds", "since my brother moved", 我姐上个月搬到了成都, 室友在学法语 (not "with my
+# coworkers" or "a gift for my mum": that Thursday and that budget are the speaker's own).
 _SOMEONE_ELSES = re.compile(
-    rf"\b(my|our)( \w+)? {_PEOPLE_EN}\b|我们?的?{_PEOPLE_ZH}|我(姐|妹|哥|弟|爸|妈)"
-    rf"|^\W*{_PEOPLE_ZH}",  # Chinese opens on whom it is about: 室友在学法语
+    rf"^\W*(\w+,?\s+){{0,2}}?(my|our)( \w+)? {_PEOPLE_EN}\b"
+    rf"|^[^，。,]{{0,6}}?(我们?的?{_PEOPLE_ZH}|我(姐|妹|哥|弟|爸|妈)|{_PEOPLE_ZH})",
     re.IGNORECASE,
 )
 # A statement in English gives the speaker's own value only if it says I, my, we or our,
 # or "the new car" ("The Kia EV6 is out" might be anyone's; "the new car is a Kia EV6", told
 # to one's assistant, is one's own); Chinese drops the subject (新车是理想L6).
+# Chat also drops the subject before a verb of change: "Just started at Stripe", "Moved
+# from Chicago to Denver", "Got engaged to Priya".
 _FIRST_PERSON = re.compile(
     r"\b(i|i'm|i've|i'd|me|my|mine|we|we're|we've|us|our)\b"
-    r"|^\W*the new (car|phone|job|flat|apartment|house|place)\b",
+    r"|^\W*the new (car|phone|job|flat|apartment|house|place)\b"
+    r"|^\W*(just |finally |recently |also )?(started|joined|moved|relocated|switched|upgraded"
+    r"|transferred|left|quit|got|picked up|signed up|been at)\b",
     re.IGNORECASE,
 )
 
@@ -119,10 +128,14 @@ ATTRIBUTES = (
             rf"\b(i|we) (now |currently |still |also )?live in {_CAP}",
             rf"\b(i'm|i am|we're|we are) (now |currently |still )?(living|based|settled) in {_CAP}",
             rf"\b(i|we|i've|we've|i have|we have) (just |finally |recently |now )?(moved|relocated)"
-            rf" (back |over )?(here )?to {_CAP}",
+            rf" (back |over )?(here )?(from {_CAP}\w*( {_CAP}\w*)? )?to {_CAP}",
+            rf"^\W*(just |finally |recently )?(moved|relocated) (back |over )?(from {_CAP}\w*"
+            rf"( {_CAP}\w*)? )?to {_CAP}",
+            rf"\b(i|we)('ve| have) lived in {_CAP}|\b{_CAP}\w*('s| has) been (my|our) home\b",
             rf"\bhome is (now )?(in )?{_CAP}",
             rf"(住在|搬到|搬去|搬来|定居在?|落户在?)(?!一起|酒店|宾馆|民宿|朋友家|附近){_CAP}?{_CJK}{{2}}",
             rf"我们?(现在|目前|一直)?在{_CJK}{{2,4}}(生活|定居|安家)",
+            rf"(现在|目前|一直)住(?!在|宿舍|酒店|院){_CJK}{{2}}|在{_CJK}{{2,4}}住了|^\W*(人在|坐标){_CJK}{{2}}",
         ),
         asked=(
             r"\bwhere do (i|we) live\b|\b(which|what) (city|town|country)\b"
@@ -139,6 +152,8 @@ ATTRIBUTES = (
             rf"\b(i|we) (just |recently |finally )?(started (work |a new job )?(at|with) |joined )"
             rf"{_CAP}",
             rf"\bfirst (day|week|month) at {_CAP}",
+            rf"\b(i'm|i am) an? [\w-]+( [\w-]+)? (at|for) {_CAP}|\b(hired|employed) by {_CAP}",
+            rf"\bmy (employer|company) is {_CAP}|^\W*(just )?(started|joined|been) (at )?{_CAP}",
             r"\b(i|i've|i have) (just )?(got|started|landed) a new job\b|\bmy new job\b"
             r"|^\W*new job\b|\baccepted (an|a|the|their) (job )?offer\b",
             rf"\bi (just )?(quit|left) (my job at )?{_CAP}",
@@ -146,6 +161,8 @@ ATTRIBUTES = (
             rf"在(?!家){_CAP}?{_CJK}{{1,6}}?(上班|工作|任职)",
             rf"(跳槽到|跳槽去|入职|加入了?|离开了?){_CAP}?{_CJK}{{2,6}}(公司|了|[，,。！!]|$)",
             rf"换(了)?工作了?[，,]\s*(现在)?在{_CJK}{{2,6}}",
+            rf"在(?!家){_CAP}?{_CJK}{{1,6}}?(干了|当|做[^，。,]{{0,4}}(师|员|经理|主管|总监))|我是{_CAP}?{_CJK}{{2,6}}的员工|我们公司是"
+            rf"|离职[，,]?\s*去了?{_CAP}?{_CJK}{{2,6}}",
         ),
         asked=(
             r"\b(which|what) company\b|\bwhere do i work\b|\bwho do i work for\b"
@@ -156,9 +173,11 @@ ATTRIBUTES = (
     _attribute(
         gettext_noop("team"),
         said=(
-            r"\b(on|joined|to|into|in) the [\w-]+( [\w-]+)? team\b",
+            r"\b(on|joined|joining|to|into|in) the [\w-]+( [\w-]+)? team\b",
+            rf"\bmy team is {_CAP}",
             r"\bour [\w-]+( [\w-]+)? team\b",
-            rf"(调到|转到|调去|加入了?|我们|在){_CJK}{{1,5}}?(组(?!件|合|织)|团队)",
+            rf"(调到|转到了?|调去|分到了?|加入了?|我们|在){_CJK}{{1,8}}?(组(?!件|合|织)|团队)",
+            rf"我是{_CJK}{{1,6}}(组|团队)的",
         ),
         asked=(r"\b(which|what) team\b", r"(哪个|什么)(组(?!件|合|织)|团队)"),
     ),
@@ -169,14 +188,17 @@ ATTRIBUTES = (
             rf",? {_CAP}[a-z]+",
             rf"\b{_CAP}[a-z]+, my (new |current )?(partner|boyfriend|girlfriend|wife|husband)\b",
             rf"\b(seeing|dating|married to|engaged to|moved in with|living with) {_CAP}[a-z]+",
+            rf"\b{_CAP}[a-z]+ and i (have been|'ve been|are|got|just got)"
+            r" (together|engaged|married)\b",
             rf"\b(split up|broke up|separated) with {_CAP}[a-z]+|\b{_CAP}[a-z]+ and i"
             r" (split up|broke up|separated)\b",
             # a couple's next steps name the partner: "things with Sam are getting serious,
             # we're moving in together"
             rf"(\b(with|and) {_CAP}[a-z]+|\b{_CAP}[a-z]+ and i)\b[^.;]*\b(mov(e|ing) in together"
             r"|getting married|got engaged|getting engaged)\b",
-            rf"(对象|男朋友|女朋友|男友|女友|老公|老婆|丈夫|妻子|爱人)(是|叫)?{_SURNAME}{_CJK}{{1,2}}",
-            rf"(和|跟){_SURNAME}{_CJK}{{1,2}}([^。！？]*(住在一起|同居|结婚|订婚)|在一起|分手)",
+            rf"(对象|男朋友|女朋友|男友|女友|老公|老婆|丈夫|妻子|爱人|媳妇儿?)(是|叫)?{_SURNAME}{_CJK}{{1,2}}",
+            rf"(和|跟)({_SURNAME}{_CJK}{{1,2}}|小{_CJK}|{_CAP}[a-z]+)"
+            rf"([^。！？]*(住在一起|同居|结婚|订婚|在一起|谈恋爱)|分手)",
         ),
         asked=(
             r"\bmy (partner|boyfriend|girlfriend|wife|husband|spouse)\b"
@@ -197,9 +219,10 @@ ATTRIBUTES = (
         gettext_noop("car"),
         said=(
             rf"\b(drive|driving|drove|bought|got|sold|traded in) (a|an|the|my|our) (new |used )?"
-            rf"{_CAP}",
+            rf"(\d{{4}} )?{_CAP}",
             rf"\bcar is (now )?(a|an|the) {_CAP}|\b(my|our|a|an|the) ({_CAR_BRANDS})\b",
-            r"开的是|新车|(那|一)辆|现在开(?!会|心|始|学|课|门|关|发|放|玩)",
+            r"开的是|新车|新买的|(那|一)辆|换了辆|车是|现在开(?!会|心|始|学|课|门|关|发|放|玩)",
+            rf"(开|买了|换了|提了)辆?({_CAR_BRANDS_ZH})",
         ),
         asked=(r"\b(what|which) car\b|\bdo i drive\b", r"(什么|哪款|哪个|哪辆)车"),
     ),
@@ -207,8 +230,9 @@ ATTRIBUTES = (
         gettext_noop("budget"),
         said=(
             r"\bbudget\b|\b(laptop|phone|car|trip|holiday|wedding|house) money\b"
-            r"|\bcan (spend|go (up )?to|afford)\b[^.;]{0,20}[$£€¥\d]",
-            r"预算|能花[^，。,]{0,4}[\d一二两三四五六七八九十百千万]",
+            r"|\bcan (spend|go (up )?to|afford)\b[^.;]{0,20}[$£€¥\d]|\bto spend\b"
+            r"|\b(the max|maximum|my limit|the cap|set aside)\b",
+            r"预算|(最多|顶多|准备|打算)?能?(花|出)[^，。,]{0,4}[\d一二两三四五六七八九十百千万]",
         ),
         asked=(r"\bbudget\b|\bhow much can i spend\b", r"预算"),
         value=MONEY,
@@ -216,7 +240,7 @@ ATTRIBUTES = (
     _attribute(
         gettext_noop("learning a language"),
         said=(
-            rf"\b(learning|studying|started|dropped|signed up for|taking) (a |an )?"
+            rf"\b(learn|learning|studying|started|dropped|signed up for|taking|picked up) (a |an )?"
             rf"({_LANGUAGES})\b",
             rf"\b({_LANGUAGES}) (lessons|classes|course|class|lesson)\b",
             rf"学{_CJK}{{0,2}}?{_CJK}{{1,3}}语|{_CJK}{{1,3}}语(课|班)",
@@ -232,9 +256,10 @@ ATTRIBUTES = (
             # every week: "every Thursday", "on Thursdays", "Thursday nights are"
             rf"\bevery {_WEEKDAY_EN}( {_PART_OF_DAY})?\b|\bon {_WEEKDAY_EN}s\b"
             rf"|\bon {_WEEKDAY_EN} {_PART_OF_DAY}s\b|\b{_WEEKDAY_EN}s? {_PART_OF_DAY}s (are|is)\b"
-            rf"|\b{_WEEKDAY_EN} is my \w+ {_PART_OF_DAY}\b",
-            r"(周|星期)[一二三四五六日天](晚上|早上|上午|下午)?[^，。,]{0,6}(打|踢|练|游泳|跑步|健身|上课"
-            r"|俱乐部|活动|的日子|去(?=[，。,！!]|$))",
+            rf"|\b{_WEEKDAY_EN}s? (is|are) my \w+ ({_PART_OF_DAY}|day)s?\b"
+            rf"|^\W*{_WEEKDAY_EN}s( {_PART_OF_DAY}s?)?\b|\b{_WEEKDAY_EN} {_PART_OF_DAY}s\b",
+            r"(周|星期)[一二三四五六日天](晚上|早上|上午|下午)?[^，。,]{0,6}(打|踢|练|游泳|跑步|健身|课"
+            r"|俱乐部|活动|的日子|是我|固定|都|去(?=[，。,！!]|$))|每(个|逢)?(周|星期)[一二三四五六日天]",
         ),
         asked=(
             rf"\bon {_WEEKDAY_EN}s?( {_PART_OF_DAY}s?)?\b",
@@ -245,15 +270,26 @@ ATTRIBUTES = (
 
 # A favourite thing is one at a time too, keyed by what kind of thing it is.
 _FAVOURITE_EN = re.compile(r"\bmy (new |all-time )?favou?rite (\w+)", re.IGNORECASE)
-_FAVOURITE_ZH = re.compile(r"最喜欢的(" + _CJK + r"{1,3}?)(是|换成|变成|也是)")
+_FAVOURITE_ZH = re.compile(
+    r"最(喜欢|爱)的(?!还|就|也)(" + _CJK + r"{1,3}?)(是|换成|变成|也是|一直是)"
+)
 _MUSIC = re.compile(
     r"\bon repeat\b|\bplay(ing)? all day\b|\blistening to\b(?! (a|the|my|some) podcast)"
-    r"|天天(放|听)|一直在听|最近在听|迷上[^。！？]*听",
+    r"|天天(放|听)|一直在听|最近在听|迷上[^。！？]*听|本命是"
+    # a favourite, with words of music around it
+    r"|(favou?rite|最(喜欢|爱))[^.!?。！？]*(\bsongs?\b|\balbums?\b|\bconcerts?\b|\blisten|歌|听|乐队"
+    r"|演唱会|专辑)|(\bsongs?\b|\balbums?\b|\bconcerts?\b|\blisten|歌|听|乐队|演唱会|专辑)[^.!?。！？]*"
+    r"(favou?rite|最(喜欢|爱))",
+    re.IGNORECASE,
+)
+_NO_FAVOURITE = re.compile(
+    r"\b(don't|do not|never|no longer) (really )?(have|had) (a|any) favou?rite|没有(最喜欢|最爱)",
     re.IGNORECASE,
 )
 # The kinds of favourite things that are the same kind: a band, a singer, music.
 _KINDS = {
     "band": "music",
+    "rapper": "music",
     "singer": "music",
     "artist": "music",
     "musician": "music",
@@ -275,12 +311,14 @@ def _kind(noun: str) -> str:
 
 
 def _favourite_said(text: str) -> str | None:
+    if _NO_FAVOURITE.search(text):
+        return None
     english = _FAVOURITE_EN.search(text)
     if english:
         return _kind(english.group(2))
     chinese = _FAVOURITE_ZH.search(text)
     if chinese:
-        return _kind(chinese.group(1))
+        return _kind(chinese.group(2))
     return "favourite music" if _MUSIC.search(text) else None
 
 

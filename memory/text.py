@@ -198,7 +198,8 @@ def snippet(text: str, terms: list[str], *, width: int = 240) -> list[tuple[str,
 # An amount of money: "$50", "300 dollars", "£1,200", 三百块, 六千五 (thousands and a digit).
 MONEY = (
     r"[$£€¥]\s?\d|\d[\d,.]*\s?(k|dollars|pounds|euros|bucks|quid|yuan|rmb)\b"
-    r"|[\d零一二两三四五六七八九十百千万]+\s?(块|元|刀|美元|英镑|欧元)|[一二两三四五六七八九]千[一二三四五六七八九]"
+    r"|[\d零一二两三四五六七八九十百千万]+\s?(块|元|刀|美元|英镑|欧元)|[一二两三四五六七八九十\d]+(千|万)[一二三四五六七八九]?"
+    r"|\d+\s?(左右|以内|以下)"
 )
 
 

@@ -35,7 +35,7 @@ def recognised(text: str) -> set[str]:
     }
 
 
-@pytest.mark.parametrize(("language", "recall", "others"), [("en", 44, 0), ("zh", 50, 1)])
+@pytest.mark.parametrize(("language", "recall", "others"), [("en", 69, 0), ("zh", 89, 1)])
 def test_the_rule_recognises_statements_it_was_not_written_for(language, recall, others):
     rows = [row for row in ROWS if row["language"] == language]
     said = [row for row in rows if row["attribute"]]
