@@ -336,7 +336,7 @@ CLAUSE_REJECT = (
     r"|settled|made up)\b|\b(i|we)'d\b(?! (\w+ )?(rather|prefer))"
     r"|\b(i'll|we'll|i will|we will)\b(?! <SETTLE>\b)"
     r"|\bgoing to\b(?! ((a|an|the|my|our)\b|(?-i:[A-Z])|<SETTLE>\b))"
-    r"|也许|可能|大概|希望|我想|想要|我会|会不会|考虑|纠结|犹豫|不知道|不确定|还没|没(有)?决定"
+    r"|也许|可能|大概|希望|我想|想要|(好|很|有点|真|特别|超|挺)想|我会|会不会|考虑|纠结|犹豫|不知道|不确定|还没|没(有)?决定"
     r"|未定|待定|试试"
     # "我要" is a request ("我要一个脚本") unless a time makes it a plan ("下周二我要出差")
     r"|^((?!下周|明天|后天|下个?月|明年|周末|月底|年底|今晚|明早).)*我要",

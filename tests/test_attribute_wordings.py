@@ -13,10 +13,11 @@ import pytest
 from memory import attributes
 from memory.extraction import sentences, statements
 
-ROWS = [
-    json.loads(line)
-    for line in (Path(__file__).parent / "data/attribute_wordings/statements.jsonl").open()
-]
+FOLDER = Path(__file__).parent / "data/attribute_wordings"
+
+
+def rows(name: str) -> list[dict]:
+    return [json.loads(line) for line in (FOLDER / name).open()]
 
 
 def _kind(attribute: str | None) -> str | None:
@@ -35,12 +36,22 @@ def recognised(text: str) -> set[str]:
     }
 
 
-@pytest.mark.parametrize(("language", "recall", "others"), [("en", 69, 0), ("zh", 89, 1)])
-def test_the_rule_recognises_statements_it_was_not_written_for(language, recall, others):
-    rows = [row for row in ROWS if row["language"] == language]
-    said = [row for row in rows if row["attribute"]]
-    not_said = [row for row in rows if not row["attribute"]]
+@pytest.mark.parametrize(
+    ("name", "language", "sizes", "recall", "others"),
+    [
+        ("statements.jsonl", "en", (100, 30), 69, 0),
+        ("statements.jsonl", "zh", (100, 30), 88, 0),
+        ("heldout.jsonl", "en", (80, 40), 44, 0),
+        ("heldout.jsonl", "zh", (80, 40), 54, 0),
+    ],
+)
+def test_the_rule_recognises_statements_it_was_not_written_for(
+    name, language, sizes, recall, others
+):
+    written = [row for row in rows(name) if row["language"] == language]
+    said = [row for row in written if row["attribute"]]
+    not_said = [row for row in written if not row["attribute"]]
 
-    assert (len(said), len(not_said)) == (100, 30)
+    assert (len(said), len(not_said)) == sizes
     assert sum(row["attribute"] in recognised(row["text"]) for row in said) >= recall
     assert sum(bool(recognised(row["text"])) for row in not_said) <= others
