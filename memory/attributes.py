@@ -78,7 +78,7 @@ PEOPLE = re.compile(rf"\b{_PEOPLE_EN}\b|{_PEOPLE_ZH}", re.IGNORECASE)
 # coworkers" or "a gift for my mum": that Thursday and that budget are the speaker's own).
 _SOMEONE_ELSES = re.compile(
     rf"^\W*(\w+,?\s+){{0,2}}?(my|our)( \w+)? {_PEOPLE_EN}\b"
-    rf"|^[^，。,]{{0,6}}?(我们?的?{_PEOPLE_ZH}|我(姐|妹|哥|弟|爸|妈)|{_PEOPLE_ZH})",
+    rf"|^[^，。,]{{0,4}}?我们?的?({_PEOPLE_ZH}|姐|妹|哥|弟|爸|妈)|^\W*{_PEOPLE_ZH}",
     re.IGNORECASE,
 )
 # A statement in English gives the speaker's own value only if it says I, my, we or our,
