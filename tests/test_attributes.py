@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 from django.db import connection
+from django.urls import reverse
 
 from memory import attributes
 from memory.context import context_build
@@ -193,3 +194,17 @@ def test_the_column_follows_the_text_and_is_derived_for_rows_written_without_it(
     written.refresh_from_db()
     assert written.attribute == "learning a language"
     assert LongTermMemory.objects.get(pk=memory.pk).attribute == "employer"
+
+
+@pytest.mark.django_db
+def test_the_memory_page_names_its_attribute_in_the_readers_language(admin_client):
+    memory = memory_create(
+        agent_id="agent-a", content="我去年搬到了杭州。", memory_type="fact", actor="dana"
+    )
+    page = reverse("memory", args=[memory.pk])
+
+    english = admin_client.get(page, HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    chinese = admin_client.get(page, HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+
+    assert "attribute: home" in english
+    assert "属性：住处" in chinese
