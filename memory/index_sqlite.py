@@ -408,9 +408,14 @@ def weighing_terms(table: LexicalTable, terms: list[Term], *, using: str) -> lis
     """The terms bm25 gives a weight: those in fewer than half of the table's rows, once it
     has PRUNE_FROM_ROWS. All of them when none is: a query of frequent words still finds the
     rows that hold them."""
+    return _weighing(terms, _counted(table, terms, using))
+
+
+def _counted(table: LexicalTable, terms: list[Term], using: str) -> _TermCounts | None:
+    """The table's counts, holding every one of these terms; None below PRUNE_FROM_ROWS."""
     counts = _term_counts(table, using) if terms else None
     if counts is None or counts.rows < PRUNE_FROM_ROWS:
-        return terms
+        return None
     with connections[using].cursor() as cursor:
         for term in terms:
             if term not in counts.docs:
@@ -419,7 +424,50 @@ def weighing_terms(table: LexicalTable, terms: list[Term], *, using: str) -> lis
                     [_term_expression(term)],
                 )
                 (counts.docs[term],) = cursor.fetchone()
+    return counts
+
+
+def _weighing(terms: list[Term], counts: _TermCounts | None) -> list[Term]:
+    if counts is None:
+        return terms
     return [term for term in terms if 2 * counts.docs[term] < counts.rows] or terms
+
+
+# --- rows that hold only the frequent terms ---------------------------------------------------
+
+# A word in a tenth of the rows still weighs (idf about 2), so it stays in the query, and bm25
+# scores every row holding it: an agent of 100,000 messages had queries scoring 20,000-45,000
+# rows, 20-60 ms (docs/BENCHMARKS.md, "One agent holding the store"). A row that holds none of
+# the query's rarer terms ranks below most rows that hold one, so once the rarer terms are in
+# GATE_ROWS rows of the table, only rows holding one of them are scored: the expression ANDs
+# them with the frequent terms OR the agent's scope token (which every row of the agent holds,
+# and which weighs 0). FTS5 then reads the frequent terms' lists only at those rows, and scores
+# each row with every term, as before: the same score for every row it returns.
+GATE_ROWS = 2_500
+
+
+def _split_by_rarity(terms: list[Term], counts: _TermCounts) -> tuple[list[Term], list[Term]]:
+    """(the rarest terms, fewest rows first, until they hold GATE_ROWS rows; the others)."""
+    rare: list[Term] = []
+    held = 0
+    for term in sorted(terms, key=lambda t: counts.docs[t]):
+        if held >= GATE_ROWS:
+            break
+        rare.append(term)
+        held += counts.docs[term]
+    return rare, [term for term in terms if term not in rare]
+
+
+def gated_expression(terms: list[Term], counts: _TermCounts | None, agent_id: str) -> str | None:
+    """match_expression of the terms, limited to rows holding one of the rarer terms when
+    these are in GATE_ROWS rows or more (and the table has PRUNE_FROM_ROWS: `counts`)."""
+    if counts is None:
+        return match_expression(terms)
+    rare, frequent = _split_by_rarity(terms, counts)
+    if not frequent:
+        return match_expression(terms)
+    every_row = f"agent_id:{_phrase(scope_token(agent_id))}"
+    return f"({match_expression(rare)}) AND ({match_expression(frequent)} OR {every_row})"
 
 
 def _term_counts(table: LexicalTable, using: str) -> _TermCounts | None:
@@ -462,8 +510,9 @@ def lexical_search(
     `filters` apply to the source table's `filterable` columns, through a join; `exclude`
     names rows that must not take any of the k places.
     """
-    terms = weighing_terms(table, query_terms(query, now=now), using=using)
-    expression = match_expression(terms)
+    terms = query_terms(query, now=now)
+    counts = _counted(table, terms, using)
+    expression = gated_expression(_weighing(terms, counts), counts, agent_id)
     if expression is None:
         return []
     scope = {"agent_id": agent_id, "session_id": session_id}

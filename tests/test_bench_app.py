@@ -70,3 +70,18 @@ def test_manage_py_help_lists_the_bench_commands(tmp_path):
         "eval_locomo",
         "loadtest",
     ]
+
+
+@pytest.mark.slow
+@pytest.mark.sqlite_only
+def test_bench_context_keeps_its_store_and_reuses_it(tmp_path):
+    stores = tmp_path / "stores"
+    small = ["--sessions", "2", "--messages-per-session", "6", "--memories", "4"]
+    run = [*small, "--agents", "1", "--dims", "8", "--queries", "2", "--runs", "1"]
+    built = manage(tmp_path, "bench_context", *run, "--store", str(stores))
+    assert "sessions" in built.stderr  # filled
+    assert [p.name for p in stores.iterdir()] == ["context-2x6-4-1a-8d.db"]
+
+    reused = manage(tmp_path, "bench_context", *run, "--store", str(stores))
+    assert "sessions" not in reused.stderr  # not filled again
+    assert "| 12 | 4 | 1 | 8 | derived index |" in reused.stdout

@@ -363,3 +363,48 @@ def test_counts_are_kept_until_the_table_grows(prune_any_table):
     for n in range(4):
         message(f"bread {n}")
     assert weighing("tea cake") == ["tea", "cake"]  # tea in 6 of 14: counted again
+
+
+# --- rows that hold only the frequent terms (SQLite) -----------------------------------------
+
+
+def bm25_of_whole_query(sql, query: str, agent: str) -> dict[int, float]:
+    """Every row's score under the query's whole expression, as FTS5 ranks without the gate."""
+    scope = f'agent_id:"{index_sqlite.scope_token(agent)}"'
+    rows = sql(
+        "SELECT rowid, bm25(fts_main_messages, 1.0, 1.0, 0.5, 0.0, 0.0) FROM fts_main_messages "
+        "WHERE fts_main_messages MATCH %s",
+        [f"({expression(query)}) AND {scope}"],
+    )
+    return {row: -score for row, score in rows}
+
+
+@pytest.mark.sqlite_only
+def test_once_the_rarer_words_hold_enough_rows_only_their_rows_are_scored_as_before(
+    prune_any_table, monkeypatch, sql
+):
+    kiln = [message("A kiln for pottery, the pottery kiln."), message("The kiln and its glaze.")]
+    pottery = [message(f"Pottery class {n}.") for n in range(3)]
+    message("A kiln for pottery.", agent="a2")  # another agent's: never found
+    for n in range(6):
+        message(f"Nothing else {n}.")
+    # "kiln" is in 3 of the table's 12 rows, "pottery" in 5: both weigh.
+    assert weighing("kiln pottery") == ["kiln", "pottery"]
+    whole = bm25_of_whole_query(sql, "kiln pottery", "a1")
+
+    monkeypatch.setattr(index_sqlite, "GATE_ROWS", 3)  # "kiln" alone reaches it
+    hits = index.lexical_search(MESSAGE_TEXT, agent_id="a1", query="kiln pottery", k=10)
+    assert [hit.id for hit in hits] == [kiln[0].pk, kiln[1].pk]
+    assert {hit.id: hit.score for hit in hits} == {m.pk: whole[m.pk] for m in kiln}
+
+    monkeypatch.setattr(index_sqlite, "GATE_ROWS", 4)  # not reached: every row holding a word
+    assert set(found("kiln pottery")) == {m.pk for m in kiln + pottery}
+    assert len(whole) == len(kiln + pottery)
+
+
+@pytest.mark.sqlite_only
+def test_a_small_table_has_no_gate(monkeypatch):
+    monkeypatch.setattr(index_sqlite, "GATE_ROWS", 1)
+    kiln = message("A kiln for pottery.")
+    pottery = message("Pottery class.")
+    assert set(found("kiln pottery")) == {kiln.pk, pottery.pk}  # under PRUNE_FROM_ROWS rows

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections, transaction
 from tqdm import tqdm
 
@@ -171,6 +171,12 @@ class Command(BaseCommand):
         parser.add_argument("--queries", type=int, default=200, help="per run")
         parser.add_argument("--runs", type=int, default=5, help="runs of the queries per store")
         parser.add_argument(
+            "--store",
+            type=Path,
+            help="a folder keeping each row's store (SQLite): built when missing, else reused, "
+            "so that two versions of the code can be timed on the same store",
+        )
+        parser.add_argument(
             "--split",
             action="store_true",
             help="also write where a call's time goes: its SQL statements by what they read",
@@ -182,6 +188,8 @@ class Command(BaseCommand):
             "median of the runs (lowest-highest run)\n"
         )
         sqlite = connections["default"].vendor == "sqlite"
+        if options["store"] and not sqlite:
+            raise CommandError("--store keeps SQLite stores only")
         self.stdout.write(
             "| messages | memories | agents | dims | KNN by | context_build p50 ms | p95 ms |"
         )
@@ -218,9 +226,8 @@ class Command(BaseCommand):
         if compare:
             rows["vec0"] = ([], [])
         with tempfile.TemporaryDirectory(prefix="orca-bench-") as folder:
-            use_temporary_database(Path(folder) / "bench.db")
             embedder = FakeEmbedder(dimension)
-            self._fill(options, agents, embedder)
+            self._open_store(options, agents, embedder, Path(folder))
             self._warm(agents, embedder)
             for _ in range(options["runs"]):
                 for knn_by, (p50s, p95s) in rows.items():
@@ -238,6 +245,35 @@ class Command(BaseCommand):
                     p95s.append(percentile(timings, 0.95) * 1000)
             connections["default"].close()
         return rows
+
+    def _open_store(
+        self, options: dict[str, Any], agents: int, embedder: FakeEmbedder, folder: Path
+    ) -> None:
+        """The row's store: a new one in `folder`, or the one kept in --store (built there
+        when missing)."""
+        kept: Path | None = options["store"]
+        if kept is None:
+            use_temporary_database(folder / "bench.db")
+            self._fill(options, agents, embedder)
+            return
+        shape = (
+            f"{options['sessions']}x{options['messages_per_session']}-"
+            f"{options['memories']}-{agents}a-{embedder.signature.dimension}d"
+        )
+        path = kept / f"context-{shape}.db"
+        if path.exists():
+            connection = connections["default"]
+            connection.close()
+            connection.settings_dict["NAME"] = path
+            return
+        kept.mkdir(parents=True, exist_ok=True)
+        building = path.with_suffix(".building")
+        building.unlink(missing_ok=True)
+        use_temporary_database(building)
+        self._fill(options, agents, embedder)
+        connections["default"].close()
+        building.rename(path)  # only a whole store is kept
+        connections["default"].settings_dict["NAME"] = path
 
     def _fill(self, options: dict[str, Any], agents: int, embedder: FakeEmbedder) -> None:
         rng = random.Random(7)
