@@ -187,7 +187,7 @@ ATTRIBUTES = (
         gettext_noop("partner"),
         said=(
             rf"\bmy (new |current )?(partner|boyfriend|girlfriend|wife|husband|fianc[eé]e?|spouse)"
-            rf",? {_CAP}[a-z]+",
+            rf",?( is)? {_CAP}[a-z]+",
             rf"\b{_CAP}[a-z]+, my (new |current )?(partner|boyfriend|girlfriend|wife|husband)\b",
             rf"\b(seeing|dating|married to|engaged to|moved in with|living with) {_CAP}[a-z]+",
             rf"\b{_CAP}[a-z]+ and i (have been|'ve been|are|got|just got)"
@@ -375,7 +375,25 @@ def asked(query: str) -> str | None:
     return None
 
 
+# A chat model writes memories about "the user" ("The user lives in Paris", "The user's
+# partner is Theo"): said of the speaker, in the first person the table reads.
+_THE_USER = (
+    (re.compile(r"\b(the )?user's\b", re.IGNORECASE), "my"),
+    (re.compile(r"\b(the )?user is\b", re.IGNORECASE), "I am"),
+    (re.compile(r"\b(the )?user has\b", re.IGNORECASE), "I have"),
+    (re.compile(r"\b(the )?user (\w+)s\b", re.IGNORECASE), r"I \2"),
+    (re.compile(r"\b(the )?user\b", re.IGNORECASE), "I"),
+)
+
+
+def _in_the_first_person(text: str) -> str:
+    for said_of_the_user, first_person in _THE_USER:
+        text = said_of_the_user.sub(first_person, text)
+    return text
+
+
 def of_memory(content: str) -> str | None:
     """The attribute a memory's text gives a value to, past the day and speaker labels the
-    extractor puts before it (`LongTermMemory.attribute` holds it)."""
-    return said(statement_of(content))
+    extractor puts before it, and said of "the user" or by them (`LongTermMemory.attribute`
+    holds it)."""
+    return said(_in_the_first_person(statement_of(content)))

@@ -348,18 +348,23 @@ def _supersede(
         memories.memory_supersede(old, new, actor=CONSOLIDATION, note={RUN_NOTE: run.pk, **note})
 
 
-def _older_values(agent_id: str, item: Sourced) -> list[LongTermMemory]:
-    """The agent's current memories whose attribute the item gives a new value to (memory.
-    attributes), of any type and however far their texts: all of them, as "I live in Paris"
-    and "since I'm based in Paris…" both give way to "we moved to Berlin"."""
+def _of_its_attribute(agent_id: str, item: Extracted) -> list[LongTermMemory]:
+    """The agent's current memories of the attribute the item gives a value to (memory.
+    attributes), of any type and however far their texts, oldest first; none when it gives
+    none."""
     attribute = attributes.of_memory(item.content)
     if attribute is None:
         return []
     current = LongTermMemory.objects.active().current(timezone.now())
-    same = current.filter(agent_id=agent_id, attribute=attribute).order_by("pk")
+    return list(current.filter(agent_id=agent_id, attribute=attribute).order_by("pk"))
+
+
+def _older_values(agent_id: str, item: Sourced) -> list[LongTermMemory]:
+    """Those the item gives a new value to: all of them, as "I live in Paris" and "since I'm
+    based in Paris…" both give way to "we moved to Berlin"."""
     return [
         memory
-        for memory in same
+        for memory in _of_its_attribute(agent_id, item)
         if supersession.attribute_verdict(memory.content, item.content).supersedes
     ]
 
@@ -485,6 +490,19 @@ def llm_decide(
     raise InvalidAnswer(INVALID_ANSWER_REASON)
 
 
+def _offered(agent_id: str, item: Extracted, vector: Vector | None) -> list[Candidate]:
+    """What the chat model sees beside an item, CHAT_CANDIDATES in all: the current memories
+    of the attribute it gives a value to, newest first, which similarity may not find ("I
+    work at Spotify" beside "my first week at Shopify"), then its closest memories."""
+    same = [
+        Candidate(memory, None, text_similarity(memory.content, item.content))
+        for memory in reversed(_of_its_attribute(agent_id, item))
+    ]
+    shown = {candidate.memory.pk for candidate in same}
+    near = [c for c in _candidates(agent_id, item, vector, {}) if c.memory.pk not in shown]
+    return [*same, *near][:CHAT_CANDIDATES]
+
+
 def _chat_decisions(
     run: ConsolidationRun, items: list[Extracted], item_vectors: list[Vector | None]
 ) -> dict[int, Decision]:
@@ -495,9 +513,9 @@ def _chat_decisions(
     if run.extractor != "llm" or chat is None:
         return {}
     candidates = {
-        number: near[:CHAT_CANDIDATES]
+        number: offered
         for number, (item, vector) in enumerate(zip(items, item_vectors, strict=True))
-        if (near := _candidates(run.agent_id, item, vector, {}))
+        if (offered := _offered(run.agent_id, item, vector))
     }
     try:
         return llm_decide(chat, items, candidates)

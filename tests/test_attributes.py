@@ -112,6 +112,21 @@ def test_a_memorys_labels_are_not_its_statement():
 
 
 @pytest.mark.parametrize(
+    ("memory", "attribute"),
+    [
+        ("The user lives in Paris.", "home"),
+        ("The user works at Spotify as a data analyst.", "employer"),
+        ("The user's partner is Theo.", "partner"),
+        ("User drives a Volvo XC60.", "car"),
+        ("用户在腾讯上班。", "employer"),
+        ("The user's sister lives in Leeds.", None),
+    ],
+)
+def test_a_chat_models_memory_about_the_user_is_the_users(memory, attribute):
+    assert attributes.of_memory(memory) == attribute
+
+
+@pytest.mark.parametrize(
     ("old", "new", "supersedes"),
     [
         ("I work for Siemens as an analyst.", "Last month I joined Stripe.", True),

@@ -466,6 +466,30 @@ def test_the_chat_model_chooses_to_supersede(paris, chat):
     assert (row.action, row.changes["decided_by"]) == ("supersede", "chat model")
 
 
+def test_the_chat_model_sees_the_memories_of_the_attribute_an_item_gives_a_value_to(clock, chat):
+    answers, prompts = chat
+    summarised("s1", "The user works at Spotify")
+    answers.append('{"memories": [{"type": "fact", "content": "The user works at Spotify"}]}')
+    consolidate_session(agent_id="agent-a", session_id="s1")
+    spotify = LongTermMemory.objects.get()
+    clock()
+    summarised("s2", "The user joined Stripe")
+    # Another type and no shared word: only the attribute (employer) puts them side by side.
+    answers += [
+        '{"memories": [{"type": "preference", "content": "The user joined Stripe last month"}]}',
+        f'{{"decisions": [{{"item": 0, "action": "supersede", "id": {spotify.pk}}}]}}',
+    ]
+
+    run = consolidate_session(agent_id="agent-a", session_id="s2")
+
+    assert run.reason == ""
+    assert f"#{spotify.pk} [fact]: The user works at Spotify" in prompts[-1]
+    spotify.refresh_from_db()
+    assert spotify.superseded_by.content == "The user joined Stripe last month"
+    row = LongTermMemoryHistory.objects.filter(memory_id=spotify.pk).latest("id")
+    assert row.changes["decided_by"] == "chat model"
+
+
 @pytest.mark.parametrize(
     ("decision", "created", "merged"),
     [
@@ -500,9 +524,16 @@ def test_an_invalid_decision_leaves_the_item_to_the_rules(paris, chat, decision)
 
     run = consolidate_session(agent_id="agent-a", session_id="s2")
 
-    # The rules: no vectors, "lives in Paris" / "moved to Berlin" share too few words.
+    # The rules: "lives in Paris" / "moved to Berlin" share too few words, but both give
+    # the user's home a value (memory.attributes).
     assert (run.created, run.merged, run.reason) == (1, 0, "")
-    assert not LongTermMemory.objects.filter(valid_until__isnull=False).exists()
+    paris.refresh_from_db()
+    assert paris.superseded_by.content == "The user moved to Berlin"
+    row = LongTermMemoryHistory.objects.filter(memory_id=paris.pk).latest("id")
+    assert (row.changes["decided_by"], row.changes["reason"]) == (
+        "rules",
+        "a new value of the same attribute (home)",
+    )
 
 
 @pytest.mark.parametrize(
