@@ -145,13 +145,17 @@ AGENT_SET := tests/data/agent_style
 SESSIONS_SET := tests/data/agent_sessions
 # Facts that change over months (issue 34): the context's current values, and no stale one.
 UPDATES_SET := tests/data/updates
+# LoCoMo is not in the repository (its licence: docs/EVALUATION.md): where $(LOCOMO) holds no
+# conversations.jsonl, its rows are skipped, and the first line says so.
+HAVE_LOCOMO = $(wildcard $(LOCOMO)/conversations.jsonl)
 eval: install
-	for data in $(LOCOMO) $(ZH_SET) $(CROSS_SET) $(AGENT_SET) $(SESSIONS_SET); do \
+	@test -n "$(HAVE_LOCOMO)" || echo "LoCoMo not found in $(LOCOMO): its rows are skipped (docs/EVALUATION.md says where it comes from)"
+	for data in $(if $(HAVE_LOCOMO),$(LOCOMO)) $(ZH_SET) $(CROSS_SET) $(AGENT_SET) $(SESSIONS_SET); do \
 	  for mode in lexical vector hybrid; do $(BIN)/python manage.py eval_locomo $$data --mode $$mode; done; \
 	  $(BIN)/python manage.py eval_locomo $$data --store-question; \
 	done
-	for window in 8192 4096 2048; do $(BIN)/python manage.py eval_locomo $(LOCOMO) --target context --window $$window; done
-	$(BIN)/python manage.py eval_locomo $(LOCOMO) --target context --same-session
+	$(if $(HAVE_LOCOMO),for window in 8192 4096 2048; do $(BIN)/python manage.py eval_locomo $(LOCOMO) --target context --window $$window; done)
+	$(if $(HAVE_LOCOMO),$(BIN)/python manage.py eval_locomo $(LOCOMO) --target context --same-session)
 	$(BIN)/python manage.py eval_locomo $(ZH_SET) --target context --window 2048
 	$(BIN)/python manage.py eval_locomo $(ZH_SET) --target context --window 2048 --same-session
 	$(BIN)/python manage.py eval_locomo $(CROSS_SET) --target context --window 2048
