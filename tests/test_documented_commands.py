@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -69,9 +70,8 @@ NOT_RUN = {
 
 @dataclass(frozen=True)
 class Documented:
-    key: (
-        str  # "manage.py create_api_key", "make test", "curl", "examples/mcp_client.py", "URL /mcp"
-    )
+    # "manage.py create_api_key", "make test", "curl", "examples/mcp_client.py", "URL /mcp"
+    key: str
     text: str  # the line or code span, as printed
     where: str  # "README.md:242", "make run's banner"
     block: str = ""  # the whole `sh` block it is a line of
@@ -161,16 +161,18 @@ DOCUMENTED = documented()
 
 # --- a fresh home, made and served as `make run` does ---------------------------------------
 
+Ran = subprocess.CompletedProcess[str]
+
 
 @dataclass
 class Home:
     path: Path
     engine: str  # "sqlite" or "postgres"
     port: int
-    started: list[subprocess.CompletedProcess[str]]  # `make run`'s steps, as they ran
+    started: list[Ran]  # `make run`'s steps, as they ran
     admin_password: str = ""
     service: subprocess.Popen[bytes] | None = None
-    _agents: Iterator[int] = field(default_factory=lambda: iter(range(1, 1000)))
+    _numbers: Iterator[int] = field(default_factory=lambda: iter(range(1, 1000)))
 
     @property
     def url(self) -> str:
@@ -199,12 +201,18 @@ class Home:
 
     def manage(self, *args: str, check: bool = True, stdin: str | None = None) -> Ran:
         return self.sh(
-            " ".join([".venv/bin/python manage.py", *map(quote, args)]), check=check, stdin=stdin
+            " ".join([".venv/bin/python manage.py", *map(shlex.quote, args)]),
+            check=check,
+            stdin=stdin,
         )
 
+    def name(self, prefix: str) -> str:
+        """A name not used before in this home: each case starts on an agent without data,
+        and writes files of its own."""
+        return f"{prefix}-{next(self._numbers)}"
+
     def agent(self) -> str:
-        """A new agent's name, so that each case starts on an agent without data."""
-        return f"newcomer-{next(self._agents)}"
+        return self.name("newcomer")
 
     def key(self, agent: str) -> str:
         return last_line(self.manage("create_api_key", "--agent", agent))
@@ -241,11 +249,8 @@ class Home:
         return httpx.get(f"{self.serve()}{path}", headers=headers, timeout=30)
 
 
-Ran = subprocess.CompletedProcess[str]
-
-
-def quote(word: str) -> str:
-    return word if re.fullmatch(r"[\w./:=@%+-]+", word) else "'" + word.replace("'", "'\\''") + "'"
+# What ensure_admin prints on a fresh database: the address, and the password once.
+ADMIN_PRINTED = r"Sign in at (\S+) as admin / (\S+)"
 
 
 def run_steps(home: Home) -> list[str]:
@@ -262,6 +267,8 @@ def made_home(folder: Path, engine: str) -> Home:
     for step in steps:
         if "honcho start" not in step:
             made.started.append(made.sh(step))
+    if signed := re.search(ADMIN_PRINTED, started(made, "ensure_admin").stdout):
+        made.admin_password = signed[2]
     return made
 
 
@@ -387,9 +394,8 @@ def collectstatic(home: Home, documented: list[Documented]) -> None:
 
 @case("manage.py ensure_admin", engines=BOTH)
 def ensure_admin(home: Home, documented: list[Documented]) -> None:
-    signed = re.search(r"Sign in at (\S+) as admin / (\S+)", started(home, "ensure_admin").stdout)
+    signed = re.search(ADMIN_PRINTED, started(home, "ensure_admin").stdout)
     assert signed and signed[1] == f"{home.url}/"
-    home.admin_password = home.admin_password or signed[2]
     again = home.manage("ensure_admin", "--url", f"{home.url}/").stdout
     assert f"Sign in at {home.url}/ with your superuser" in again  # no second password
     assert_covered(again)
@@ -411,7 +417,6 @@ def sign_in(home: Home, username: str, password: str, path: str = "/") -> httpx.
 def changepassword(home: Home, documented: list[Documented]) -> None:
     (line,) = {item.text for item in documented if item.text.startswith(".venv/")}
     new = "a-newcomers-pass-phrase-36"
-    home.admin_password = home.admin_password or said(started(home, "ensure_admin")).split()[-1]
     assert "changed successfully" in home.sh(line, stdin=f"{new}\n{new}\n").stdout
     home.admin_password = new
     assert sign_in(home, "admin", new).status_code == 200
@@ -445,7 +450,7 @@ def create_api_key(home: Home, documented: list[Documented]) -> None:
 @case("manage.py revoke_api_key")
 def revoke_api_key(home: Home, documented: list[Documented]) -> None:
     created = home.manage("create_api_key", "--agent", home.agent())
-    prefix = re.search(r"API key (\w+)…", created.stderr)[1]
+    prefix = re.search(r"API key (\S+)…", created.stderr)[1]  # token_urlsafe: - and _ too
     assert "Revoked" in home.manage("revoke_api_key", prefix).stdout
     assert home.get("/api/v1/sessions", last_line(created)).status_code == 401
 
@@ -455,7 +460,8 @@ def curl(home: Home, documented: list[Documented]) -> None:
     key = home.key("my-agent")
     for item in documented:
         line = item.text.replace("orca_...", key).replace(DEFAULT_URL, home.serve())
-        assert isinstance(json.loads(home.sh(line).stdout), dict)
+        listed = json.loads(home.sh(line).stdout)
+        assert listed["count"] == 0, listed  # the key's agent's sessions: none yet
 
 
 def run_example(home: Home, documented: list[Documented]) -> str:
@@ -520,8 +526,6 @@ def docs_url(home: Home, documented: list[Documented]) -> None:
 @case("URL /", "URL /admin/", engines=BOTH)
 def dashboard_url(home: Home, documented: list[Documented]) -> None:
     path = documented[0].key.removeprefix("URL ")
-    if not home.admin_password:
-        home.admin_password = started(home, "ensure_admin").stdout.split()[-1]
     page = sign_in(home, "admin", home.admin_password, path)
     assert page.status_code == 200 and page.url.path == path
 
@@ -585,7 +589,7 @@ def shell(home: Home, documented: list[Documented]) -> None:
 
 def session_files(home: Home) -> Path:
     """A folder of old JSONL session files: the README's example file."""
-    folder = home.path.parent / f"old-sessions-{next(home._agents)}"
+    folder = home.path.parent / home.name("old-sessions")
     folder.mkdir()
     shutil.copy(ROOT / "examples" / "jsonl" / "trip-planning.jsonl", folder)
     return folder
@@ -729,14 +733,14 @@ def reembed(home: Home, documented: list[Documented]) -> None:
 @case("manage.py copy_database", engines=BOTH)
 def copy_database(home: Home, documented: list[Documented]) -> None:
     an_agent_with_data(home)
-    target = home.path.parent / f"copy-{next(home._agents)}.db"
+    target = home.path.parent / f"{home.name('copy')}.db"
     copied = said(home.manage("copy_database", "--to", str(target)))
     assert target.exists() and "verified" in copied.lower(), copied
 
 
 @case("manage.py backup", engines=BOTH)
 def backup(home: Home, documented: list[Documented]) -> None:
-    target = home.path.parent / f"backup-{next(home._agents)}" / "orca.db"
+    target = home.path.parent / home.name("backup") / "orca.db"
     backed = home.manage("backup", str(target), check=home.engine == "sqlite")
     if home.engine == "postgres":  # SQLite's online backup: the command says what to use
         assert backed.returncode != 0 and "copy_database" in backed.stderr
