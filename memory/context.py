@@ -496,14 +496,50 @@ def _long_term(
     chosen = values + [item for item in chosen if item.id not in {v.id for v in values}]
     chosen_ids = {i.id for i in chosen}
     if method == "similarity":
-        # Similarity search cannot find a memory before its vector is written.
-        unembedded = active.filter(has_embedding=False).exclude(pk__in=chosen_ids)
-        left_out += [
-            LeftOut(pk, gettext_noop("not embedded yet: similarity search cannot find it"))
-            for pk in unembedded.values_list("pk", flat=True)[:LONG_TERM_CANDIDATES]
-        ]
+        waiting, passed = _waiting_for_vectors(
+            active.exclude(pk__in=chosen_ids), query, floor, embedded.thresholds, recommending, now
+        )
+        chosen += waiting
+        chosen_ids |= {item.id for item in waiting}
+        left_out += passed
     # A match the identity rule took after all is in, not out.
     return chosen, [left for left in left_out if left.id not in chosen_ids]
+
+
+def _waiting_for_vectors(
+    active: QuerySet[LongTermMemory],
+    query: str,
+    floor: float,
+    thresholds: Thresholds,
+    recommending: bool,
+    now: datetime,
+) -> tuple[list[MemoryItem], list[LeftOut]]:
+    """The memories whose vector the worker has not written yet, which similarity search
+    cannot find, judged by their words as on the lexical path (memory.relevance): a memory
+    just remembered is in the next call if it says the query's words. The ones that say too
+    few are left out, with why; at most LONG_TERM_ITEMS are taken."""
+    terms = query_terms(query)
+    waiting = active.filter(has_embedding=False).order_by("-pk")[:LONG_TERM_CANDIDATES]
+    taken: list[MemoryItem] = []
+    passed: list[LeftOut] = []
+    for memory in waiting:
+        judged = memory_verdict(
+            memory_type=memory.memory_type,
+            content=memory.content,
+            similarity=None,
+            thresholds=thresholds,
+            base=floor,
+            query=query,
+            terms=terms,
+            recommending=recommending,
+        )
+        if judged.relevant and len(taken) < LONG_TERM_ITEMS:
+            why = Phrase(gettext_noop("not embedded yet, by its words: %(why)s"), why=judged.why)
+            taken.append(_memory_item(memory, None, "lexical", now, why))
+        else:
+            why = Phrase(gettext_noop("not embedded yet: %(why)s"), why=judged.why)
+            passed.append(LeftOut(memory.pk, why))
+    return taken, passed
 
 
 def _count_uses(items: list[Item], now: datetime) -> None:

@@ -663,17 +663,25 @@ def test_the_identity_rule_and_missing_vectors_are_named(fake_embedder):
     ]
     weak = fact("xylophone lessons weekly")
     vectors.embed_pending()
-    waiting = fact("remember me as a tea lover")  # no vector yet
+    # No vector yet: similarity cannot find them, their words can.
+    waiting = fact("remember me as a tea lover")
+    unrelated = fact("allergic to peanuts")
 
     context = context_build(
         agent_id="a1", session_id="s1", query="do you remember me", model_window=8192
     )
 
     assert context.identity_recall
-    assert {item.id for item in context.layers["long_term"].items} == {m.pk for m in strong}
+    items = context.layers["long_term"].items
+    assert {item.id for item in items} == {m.pk for m in strong} | {waiting.pk}
+    (taken,) = [item for item in items if item.id == waiting.pk]
+    assert (taken.method, taken.why) == (
+        "lexical",
+        "not embedded yet, by its words: matched 1 of 1 query words",
+    )
     assert left_out(context, "long_term") == {
         weak.pk: "below the relevance floor: similarity 0.00 < 0.3",
-        waiting.pk: "not embedded yet: similarity search cannot find it",
+        unrelated.pk: "not embedded yet: below the relevance floor: matched 0 of 1 query words",
     }
 
 
