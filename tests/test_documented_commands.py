@@ -479,9 +479,9 @@ def agent_client(home: Home, documented: list[Documented]) -> None:
 def mcp_client(home: Home, documented: list[Documented]) -> None:
     shown = run_example(home, shell_lines(documented))
     assert "Remembered #" in shown and "Context for the next LLM call:" in shown
-    # Not whether the memory is in that context: with the bundled model it is only once the
-    # worker has embedded it ("not embedded yet" while the worker is busy; tests/
-    # test_example_client.py, lexical-only, checks that it is).
+    # The preference it has just remembered is in the context it prints, whether or not the
+    # worker has embedded it yet (a memory waiting for its vector is judged by its words).
+    assert "The user prefers short answers." in shown.split("Context for the next LLM call:")[1]
     assert "long_term: " in shown and "Search (lexical):" in shown
 
 
