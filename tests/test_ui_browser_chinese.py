@@ -34,10 +34,11 @@ pytestmark = BROWSER_TESTS
 
 AGENT, SESSION = "旅行助手", "成都之行"
 # Latin words a Chinese page may show: the product's name, names of formats and standards,
-# the switch's "English", and the config syntax a degraded-service note quotes.
+# the switch's "English", the config syntax a degraded-service note quotes, and an API key's
+# prefix (random letters, "orca_x-bu3k": read as a word, "bu" failed the test by chance).
 ALLOWED = re.compile(
     r"orca-memory|UTC|JSON|API|MCP|HTTP|English|Django|\[embedding\] provider = none|"
-    r"Bearer|Authorization|ID|PostgreSQL|SQLite|(?i:token)"
+    r"Bearer|Authorization|ID|PostgreSQL|SQLite|(?i:token)|orca_[\w-]{6}"
 )
 # The day consolidation's rules write at the start of a memory's text ("[3 December 2026]"):
 # the memory's content, which the page shows as it is.
