@@ -479,9 +479,9 @@ def agent_client(home: Home, documented: list[Documented]) -> None:
 def mcp_client(home: Home, documented: list[Documented]) -> None:
     shown = run_example(home, shell_lines(documented))
     assert "Remembered #" in shown and "Context for the next LLM call:" in shown
-    # The preference it has just remembered is in the context it prints, whether or not the
-    # worker has embedded it yet (a memory waiting for its vector is judged by its words).
-    assert "The user prefers short answers." in shown.split("Context for the next LLM call:")[1]
+    # Not whether the memory it has just remembered is in that context: before the worker
+    # embeds it, its words take it (tests/test_context_recall.py); after, its similarity to
+    # "How should I answer?" (0.36 with the default model) decides, close to the floor.
     assert "long_term: " in shown and "Search (lexical):" in shown
 
 
