@@ -12,11 +12,13 @@ Makefile, and served by its honcho line, as `make run` serves it."""
 from __future__ import annotations
 
 import json
+import queue
 import re
 import shlex
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -567,10 +569,30 @@ def mcp_lines(*methods: str) -> list[str]:
 
 @case("manage.py mcp_stdio")
 def mcp_stdio(home: Home, documented: list[Documented]) -> None:
-    lines = "\n".join(mcp_lines("tools/list")) + "\n"
-    served = home.manage("mcp_stdio", "--agent", "my-agent", stdin=lines)
-    answers = [json.loads(line) for line in served.stdout.splitlines()]
-    assert "store_message" in {tool["name"] for tool in answers[-1]["result"]["tools"]}
+    """As an MCP client talks to it: stdin stays open until the answer is read (closed at
+    once, the server may stop before it answers the request in flight)."""
+    process = subprocess.Popen(
+        [".venv/bin/python", "manage.py", "mcp_stdio", "--agent", "my-agent"],
+        cwd=ROOT,
+        env=home.env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(
+        target=lambda: [lines.put(line) for line in process.stdout], daemon=True
+    ).start()
+    try:
+        process.stdin.write("\n".join(mcp_lines("tools/list")) + "\n")
+        process.stdin.flush()
+        listed = {}
+        while listed.get("id") != 1:  # by its id: it may come before initialize's answer
+            listed = json.loads(lines.get(timeout=60))
+    finally:
+        process.stdin.close()
+        process.wait(timeout=60)
+    assert "store_message" in {tool["name"] for tool in listed["result"]["tools"]}
 
 
 @case("manage.py prune_db_task_results")
