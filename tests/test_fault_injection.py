@@ -725,6 +725,10 @@ def test_a_lock_beyond_the_busy_timeout_loses_no_acknowledged_message_and_stops_
     worker = procfile_process("worker", home, **env)
     try:
         wait_for(f"{base}/api/v1/health", web)
+        # The lock comes while both serve: a worker still starting (the Procfile's line runs
+        # two commands before it) would only start later, and on a slow machine after the
+        # health check below (CI failed so).
+        wait_for_beat(home, lambda pid: True)
         headers = {"Authorization": f"Bearer {warm}"}
         first = {"role": "user", "content": "before the lock"}
         assert (
