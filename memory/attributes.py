@@ -201,6 +201,10 @@ ATTRIBUTES = (
             rf"(对象|男朋友|女朋友|男友|女友|老公|老婆|丈夫|妻子|爱人|媳妇儿?)(是|叫)?{_SURNAME}{_CJK}{{1,2}}",
             rf"(和|跟)({_SURNAME}{_CJK}{{1,2}}|小{_CJK}|{_CAP}[a-z]+)"
             rf"([^。！？]*(住在一起|同居|结婚|订婚|在一起|谈恋爱)|分手)",
+            # a relationship that settles is a couple's ("我和吴迪的关系越来越稳定"), before
+            # the clause that says what they plan
+            rf"(和|跟)({_SURNAME}{_CJK}{{1,2}}|小{_CJK}|{_CAP}[a-z]+)的?(感情|关系)"
+            r"(越来越|很|挺|一直)?稳定",
         ),
         asked=(
             r"\bmy (partner|boyfriend|girlfriend|wife|husband|spouse)\b"

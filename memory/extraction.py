@@ -349,6 +349,11 @@ _SENTENCE_REJECT = re.compile("|".join(SENTENCE_REJECT), re.IGNORECASE)
 _CLAUSE_REJECT = re.compile(_filled("|".join(CLAUSE_REJECT)), re.IGNORECASE)
 # Asides, cut out of a sentence before it is judged: a question ("I'm building a CLI in Rust,
 # any tips?") and courtesies ("Hi, I'm Dana, nice to meet you!").
+# Weighing a choice of its own ("在商量要不要住在一起"): undecided itself, it leaves the clause
+# before it standing, where a hedge ("还没决定", "可能吧") takes it back.
+_DELIBERATION = re.compile(
+    r"(我们|我)?(在|正在|还在|一直在)?(商量|讨论|考虑|纠结)着?(要不要|是否|该不该)"
+)
 _ASIDE = re.compile(
     r"[?？]|[吗呢][。！!～~]*$|\b((nice|good|great|glad|pleased) to meet you|thanks?( you)?"
     r"( so much| a lot)?( for (your|the) help)?)\W*$|很高兴认识(你|您)|认识(你|您)很高兴"
@@ -459,15 +464,17 @@ Span = tuple[int, int]  # a clause's place in its sentence: start, end
 
 def clause_spans(sentence: str) -> list[Span]:
     """Where the sentence's clauses are: a piece that starts with the speaker or the listener
-    starts a clause, an aside (a question, a courtesy) is a clause of its own, and any other
-    piece continues the clause before it ("我叫小明，住在北京" stays one). An opening piece of
-    time or filler words joins the clause after it ("Last week, I went..." keeps its time).
+    starts a clause, an aside (a question, a courtesy) or a deliberation with its own object
+    ("在商量要不要住在一起") is a clause of its own, and any other piece continues the clause
+    before it ("我叫小明，住在北京" stays one; "搬到杭州了，还没决定" stays undecided). An
+    opening piece of time or filler words joins the clause after it ("Last week, I went..."
+    keeps its time).
     """
     spans: list[Span] = []
     after_aside = False  # the last piece's, not its whole clause's: a long run stays linear
     for start, end in _pieces(sentence):
         piece = sentence[start:end]
-        aside = _ASIDE.search(piece) is not None
+        aside = bool(_ASIDE.search(piece) or _DELIBERATION.match(piece))
         if spans and not after_aside and not aside and not _STATEMENT_START.search(piece):
             spans[-1] = (spans[-1][0], end)
         else:

@@ -23,6 +23,7 @@ STATED = [
     ("I'm now living in Toronto with a view of the lake.", "home"),
     ("我去年搬到了杭州。", "home"),
     ("我们现在在厦门定居。", "home"),
+    ("我跟王磊的感情很稳定。", "partner"),
     ("I work for Siemens as an analyst.", "employer"),
     ("Last month I joined Stripe.", "employer"),
     ("My first day at Canva is on Monday.", "employer"),
@@ -65,6 +66,7 @@ NOT_STATED = [
     "I'm seeing the dentist on Thursday.",  # once, not every week
     "我在家工作。",
     "我和朋友住在一起。",
+    "我和张经理的关系一直不错。",  # a colleague, not a couple
     "我在用一个组件库写页面。",
     "我在准备下个月去成都的旅行，想住在离地铁站近的地方。",
 ]

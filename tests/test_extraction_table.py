@@ -364,6 +364,9 @@ CHINESE: list[tuple[str, Expected]] = [
     ("他们决定下周上线。", NOTHING),
     ("你喜欢用什么编辑器？", NOTHING),
     ("我们还没决定用哪个数据库。", NOTHING),
+    # a deliberation of its own leaves the statement before it; a hedge takes it back
+    ("我和吴迪的关系越来越稳定，在商量要不要住在一起。", (("fact", "我和吴迪的关系越来越稳定"),)),
+    ("我下个月搬到杭州，还没决定。", NOTHING),
     ("要不要用 Redis 做缓存？", NOTHING),
     ("也许我们应该换成 MySQL。", NOTHING),
     ("好的，明白了。", NOTHING),
