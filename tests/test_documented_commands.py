@@ -58,6 +58,8 @@ NOT_RUN = {
     "manage.py eval_locomo": "a measurement: tests/test_eval_locomo.py runs it small",
     "manage.py eval_extractor": "a measurement: tests/test_extraction.py runs it",
     "manage.py eval_floors": "a measurement on LoCoMo (not in the repository)",
+    "manage.py convert_locomo": "needs LoCoMo's file (not in the repository): "
+    "tests/test_convert_locomo.py runs it",
     "manage.py loadtest": "minutes of load: tests/test_load.py runs it small",
     "manage.py bench_embedding": "a measurement: tests/test_bench_embedding.py runs it small",
     "manage.py bench_knn": "a measurement: tests/test_bench_app.py runs it small",
