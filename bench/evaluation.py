@@ -345,10 +345,15 @@ class ContextReport:
     store_question: bool = True
     queries: int = 0
     evidence: list[float] = field(default_factory=list)
+    # The same, a turn also counted when a long-term memory in the context came from it: the
+    # agent got what the person said there, in the memory's words (the issue's rule counts
+    # messages only).
+    by_memory: list[float] = field(default_factory=list)
     answers: list[bool] = field(default_factory=list)
     used: list[int] = field(default_factory=list)
     duplicates: list[float] = field(default_factory=list)
     by_category: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    by_memory_by_category: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     answers_by_category: dict[str, list[bool]] = field(default_factory=lambda: defaultdict(list))
     latencies: list[float] = field(default_factory=list)
     degraded: set[str] = field(default_factory=set)
@@ -362,12 +367,17 @@ class ContextReport:
             "same_session": self.same_session,
             "queries": self.queries,
             "evidence_recall": round(statistics.fmean(self.evidence), 4),
+            "evidence_by_memory": round(statistics.fmean(self.by_memory), 4),
             "answer_present": round(statistics.fmean(self.answers), 4),
             "tokens_used_mean": round(statistics.fmean(self.used)),
             "duplicate_token_share": round(statistics.fmean(self.duplicates), 4),
             "by_category": {
                 category: round(statistics.fmean(values), 4)
                 for category, values in sorted(self.by_category.items())
+            },
+            "by_memory_by_category": {
+                category: round(statistics.fmean(values), 4)
+                for category, values in sorted(self.by_memory_by_category.items())
             },
             "answer_by_category": {
                 category: round(statistics.fmean(values), 4)
@@ -399,6 +409,10 @@ def evaluate_context(
     """
     texts = turn_texts(folder / "conversations.jsonl")
     last = last_sessions(folder / "conversations.jsonl")
+    turn_ids = {
+        (agent, (metadata or {}).get("turn_id")): pk
+        for pk, agent, metadata in MainMessage.objects.values_list("pk", "agent_id", "metadata")
+    }
     report = ContextReport(window=window, same_session=same_session)
     for question in jsonl_rows(folder / "queries.jsonl"):
         evidence = question["evidence"]
@@ -432,6 +446,14 @@ def evaluate_context(
         ]
         recall = sum(found) / len(evidence)
         report.evidence.append(recall)
+        sources = {pk for item in context.layers["long_term"].items for pk in item.source_ids}
+        by_memory = [
+            turn_present(texts[(agent, turn)], normalised) or turn_ids.get((agent, turn)) in sources
+            for turn in evidence
+            if (agent, turn) in texts
+        ]
+        report.by_memory.append(sum(by_memory) / len(evidence))
+        report.by_memory_by_category[str(question["category"])].append(report.by_memory[-1])
         answered = folded_answer(question["answer"]) in folded_answer(sent)
         report.by_category[str(question["category"])].append(recall)
         report.answers.append(answered)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from bench import evaluation
 from bench.evaluation import evaluate_context, turn_present, whitespace_normalised
 from bench.management.commands.eval_locomo import kind_table
+from memory.models import MainMessage
 
 REPLY = (
     "Happy to help with a budget for groceries.\n\n"
@@ -97,14 +99,31 @@ def test_the_context_target_counts_a_reply_the_context_trimmed(tmp_path, monkeyp
         )
     )
     sent = "assistant (trimmed): Happy to help with a budget for groceries. … realistic."
-    monkeypatch.setattr(
-        evaluation, "context_build", lambda **_: FakeContext([{"role": "user", "content": sent}])
-    )
+    # D1:3's memory, its source set once the turns are stored
+    wedding = SimpleNamespace(content="Ana plans a wedding.", source_ids=())
+
+    def context(**_: Any) -> FakeContext:
+        layers = {"long_term": SimpleNamespace(items=[wedding])}
+        return FakeContext([{"role": "user", "content": sent}], layers)
+
+    monkeypatch.setattr(evaluation, "context_build", context)
+    real_add = evaluation.message_add
+
+    def add(**fields: Any) -> MainMessage:
+        stored = real_add(**fields)
+        if (stored.metadata or {}).get("turn_id") == "D1:3":
+            wedding.source_ids = (stored.pk,)
+        return stored
+
+    monkeypatch.setattr(evaluation, "message_add", add)
+    evaluation.load_conversations(tmp_path / "conversations.jsonl")
 
     report = evaluate_context(tmp_path, window=2048, same_session=False)
 
     data = report.as_dict()
     assert data["by_category"] == {"assistant": 1.0, "fact": 0.0}
+    # the wedding turn is in the context only through a memory made from it
+    assert data["by_memory_by_category"] == {"assistant": 1.0, "fact": 1.0}
     assert data["category_queries"] == {"assistant": 1, "fact": 1}
 
 
@@ -113,8 +132,10 @@ def test_it_tabulates_the_context_by_the_kinds_the_set_names_then_all():
         "target": "context",
         "queries": 4,
         "evidence_recall": 0.625,
+        "evidence_by_memory": 0.75,
         "answer_present": 0.25,
         "by_category": {"aggregation": 0.5, "assistant": 1.0},
+        "by_memory_by_category": {"aggregation": 0.667, "assistant": 1.0},
         "answer_by_category": {"aggregation": 0.0, "assistant": 1.0},
         "category_queries": {"aggregation": 3, "assistant": 1},
     }
@@ -122,10 +143,10 @@ def test_it_tabulates_the_context_by_the_kinds_the_set_names_then_all():
     lines = [line.split() for line in kind_table(data)]
 
     assert lines == [
-        ["kind", "questions", "evidence", "answer"],
-        ["aggregation", "3", "0.500", "0.000"],
-        ["assistant", "1", "1.000", "1.000"],
-        ["all", "4", "0.625", "0.250"],
+        ["kind", "questions", "evidence", "+memory", "answer"],
+        ["aggregation", "3", "0.500", "0.667", "0.000"],
+        ["assistant", "1", "1.000", "1.000", "1.000"],
+        ["all", "4", "0.625", "0.750", "0.250"],
     ]
 
 

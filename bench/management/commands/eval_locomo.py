@@ -49,12 +49,16 @@ def kind_table(data: dict[str, Any]) -> list[str]:
     """A report's figures per kind of question (its category, named as the set names it), then
     for all questions: evidence recall and answer present (context) or recall@k (search)."""
     if data["target"] == "context":
-        columns = ["evidence", "answer"]
+        columns = ["evidence", "+memory", "answer"]
         rows = {
-            kind: [recall, data["answer_by_category"][kind]]
+            kind: [
+                recall,
+                data["by_memory_by_category"][kind],
+                data["answer_by_category"][kind],
+            ]
             for kind, recall in data["by_category"].items()
         }
-        rows["all"] = [data["evidence_recall"], data["answer_present"]]
+        rows["all"] = [data["evidence_recall"], data["evidence_by_memory"], data["answer_present"]]
     else:
         columns = [f"@{k}" for k in data["recall"]]
         rows = {kind: list(recall.values()) for kind, recall in data["by_category"].items()}
