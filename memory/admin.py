@@ -11,7 +11,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext_lazy, pgettext_lazy
 
 from memory import scheduling
 from memory.auth import api_key_create, api_key_revoke, api_keys_delete
@@ -190,6 +190,37 @@ class ExpiryFilter(admin.SimpleListFilter):
         return queryset
 
 
+class WhenSetFilter(admin.SimpleListFilter):
+    """A moment that either happened or not, in words ("archived", "not archived"): Django's
+    EmptyFieldListFilter says "Empty" and "Not empty", which reads as the opposite."""
+
+    field: str
+    choices_in_words: tuple[str, str]  # not set, set
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple]:
+        return [("no", self.choices_in_words[0]), ("yes", self.choices_in_words[1])]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if self.value() in ("yes", "no"):
+            return queryset.filter(**{f"{self.field}__isnull": self.value() == "no"})
+        return queryset
+
+
+class ArchivedFilter(WhenSetFilter):
+    title = gettext_lazy("archived")
+    parameter_name = "archived"
+    field = "archived_at"
+    choices_in_words = (gettext_lazy("not archived"), gettext_lazy("archived"))
+
+
+class RevokedFilter(WhenSetFilter):
+    # "revoked" alone is the field's label, "revoked at" in Chinese (吊销于).
+    title = pgettext_lazy("a key's state", "revoked")
+    parameter_name = "revoked"
+    field = "revoked_at"
+    choices_in_words = (gettext_lazy("not revoked"), pgettext_lazy("a key's state", "revoked"))
+
+
 @admin.register(LongTermMemory)
 class LongTermMemoryAdmin(OneLineIdentifiersAdmin):
     """Every change goes through memory.memories, so the memory's history records it."""
@@ -213,14 +244,14 @@ class LongTermMemoryAdmin(OneLineIdentifiersAdmin):
         "memory_type",
         "curated",
         ExpiryFilter,
-        ("archived_at", admin.EmptyFieldListFilter),
+        ArchivedFilter,
         "has_embedding",
     ]
     search_fields = ["content", "source_session"]
     readonly_fields = [
         "access_count",
         "last_accessed",
-        "source_count",
+        "extractions",
         "curated",
         "has_embedding",
         "created_at",
@@ -234,6 +265,12 @@ class LongTermMemoryAdmin(OneLineIdentifiersAdmin):
     @admin.display(description=gettext_lazy("content"))
     def short_content(self, obj: LongTermMemory) -> str:
         return _short(obj.content)
+
+    # source_count's own label ("sources") named the list below too, beside a count that
+    # was not its length: the page shows what the count means, as the dashboard does.
+    @admin.display(description=gettext_lazy("seen in extractions"))
+    def extractions(self, obj: LongTermMemory) -> int | str:
+        return "-" if obj.pk is None else obj.extractions
 
     @admin.display(description=gettext_lazy("sources"))
     def sources(self, obj: LongTermMemory) -> str:
@@ -359,7 +396,7 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
 @admin.register(ApiKey)
 class ApiKeyAdmin(OneLineIdentifiersAdmin):
     list_display = ["prefix", "agent_id", "name", "created_at", "last_used_at", "revoked_at"]
-    list_filter = ["agent_id", ("revoked_at", admin.EmptyFieldListFilter)]
+    list_filter = ["agent_id", RevokedFilter]
     search_fields = ["agent_id", "name", "prefix"]
     fields = ["agent_id", "name", "prefix", "created_at", "last_used_at", "revoked_at"]
     actions = ["revoke"]

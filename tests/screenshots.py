@@ -15,7 +15,14 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from memory.memories import memory_create, memory_delete, memory_update
+from memory.auth import api_key_create
+from memory.memories import (
+    memory_create,
+    memory_delete,
+    memory_expire,
+    memory_supersede,
+    memory_update,
+)
 from memory.models import MainMessage, ShortTermMemory
 from subagents.runs import subagent_finish, subagent_record
 from tests.factories import add_message, consolidate_session
@@ -28,8 +35,9 @@ LANGUAGES = {"en": "en-US", "zh-hans": "zh-CN"}  # the folder, and the browser's
 
 def demo_store() -> dict[str, str]:
     """Two agents' sessions in English and Chinese (one of 240 messages), a sub-agent run,
-    summaries, a consolidation, memories with a history and a deleted one. Returns the
-    addresses of the pages that show them."""
+    summaries, a consolidation, memories with a history, an expired, a superseded and a
+    deleted one, and an API key. Returns the addresses of the pages that show them (the
+    admin's too), and of a search and a filter that find nothing."""
     start = timezone.now() - timedelta(days=2)
 
     def at(minutes: int) -> object:
@@ -139,6 +147,30 @@ def demo_store() -> dict[str, str]:
         actor="api",
     )
     memory_delete(gone, actor="ui:admin")
+    moved = memory_create(
+        agent_id="travel-agent",
+        content="用户住在北京。",
+        memory_type="fact",
+        actor="api",
+    )
+    moves = memory_create(
+        agent_id="travel-agent",
+        content="用户搬到了上海。",
+        memory_type="fact",
+        actor="consolidation",
+    )
+    memory_update(moves, actor="ui:admin", content="用户搬到了上海浦东。")  # now curated
+    memory_supersede(moved, moves, actor="consolidation")
+    memory_expire(
+        memory_create(
+            agent_id="ops-agent",
+            content="Backups run at 02:00 UTC until the new server is ready.",
+            memory_type="project",
+            actor="api",
+        ),
+        actor="ui:admin",
+    )
+    key, _secret = api_key_create(agent_id="travel-agent", name="phone")
 
     parent = MainMessage.objects.get(pk=ask.pk)
     return {
@@ -150,8 +182,21 @@ def demo_store() -> dict[str, str]:
         "memories": "/memories/",
         "memory-history": f"/memories/{prefers.pk}/",
         "memory-deleted": f"/memories/{gone.pk}/",
+        "memory-superseded": f"/memories/{moved.pk}/",
+        "memory-curated": f"/memories/{moves.pk}/",
+        "memory-edit": f"/memories/{moves.pk}/edit/",
+        "memories-all": "/memories/?state=all",
+        "memories-none": "/memories/?q=nowhere",
         "search": "/search/?q=酒店",
+        "search-none": "/search/?q=nowhere",
+        "forget": "/forget/",
         "not-found": "/sessions/travel-agent/no-such-session/",
+        "admin": "/admin/",
+        "admin-memories": "/admin/memory/longtermmemory/",
+        "admin-memory": f"/admin/memory/longtermmemory/{prefers.pk}/change/",
+        "admin-keys": "/admin/memory/apikey/",
+        "admin-key": f"/admin/memory/apikey/{key.pk}/change/",
+        "admin-key-add": "/admin/memory/apikey/add/",
     }
 
 
@@ -184,4 +229,15 @@ def test_screenshots(browser, live_server, admin_user, language):  # noqa: F811
     page.click("#context button[type=submit]")
     page.locator("table.layers").wait_for()
     shoot(page, folder, "context-preview")
+    # Forget: the preview of a session's deletion, then the receipt it leaves.
+    page.goto(live_server.url + pages["forget"])
+    page.select_option("select[name=scope]", "session")
+    page.fill("input[name=agent_id]", "ops-agent")
+    page.fill("input[name=session_id]", "backup-check-6")
+    page.click("main form button[type=submit]")
+    page.locator("#forget-preview").wait_for()
+    shoot(page, folder, "forget-preview")
+    page.click("#forget-preview button[name=confirm]")
+    page.locator("#forget-preview").wait_for(state="detached")
+    shoot(page, folder, "forget-receipt")
     context.close()

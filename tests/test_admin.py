@@ -10,8 +10,10 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.urls import reverse
+from django.utils import timezone
 
 from memory import index, vectors
+from memory.auth import api_key_create, api_key_revoke
 from memory.memories import memory_expire
 from memory.models import LongTermMemory, LongTermMemoryHistory, MainMessage, ShortTermMemory
 from tests.factories import add_message
@@ -144,6 +146,41 @@ def test_admin_actions_expire_restore_reembed_and_delete(admin_client, conversat
         ("restore", "admin:admin"),
         ("delete", "admin:admin"),
     ]
+
+
+def test_archived_memories_and_revoked_keys_are_filtered_in_words(admin_client, conversation):
+    """Django's filter for a missing date said "Empty" and "Not empty": "archived: Empty"
+    reads as the opposite of what it means."""
+    LongTermMemory.objects.filter(pk=conversation.deploy.pk).update(archived_at=timezone.now())
+    key, _secret = api_key_create(agent_id="agent-a", name="phone")
+    api_key_revoke(key)
+    api_key_create(agent_id="agent-a", name="laptop")
+
+    body = admin_client.get(CHANGELIST).content.decode()
+    assert "not archived" in body and "Not empty" not in body
+    response = admin_client.get(CHANGELIST, {"archived": "yes"})
+    assert [m.pk for m in response.context["cl"].result_list] == [conversation.deploy.pk]
+    response = admin_client.get(CHANGELIST, {"archived": "no"})
+    assert conversation.deploy.pk not in [m.pk for m in response.context["cl"].result_list]
+
+    keys = reverse("admin:memory_apikey_changelist")
+    body = admin_client.get(keys).content.decode()
+    assert "not revoked" in body and "Not empty" not in body
+    response = admin_client.get(keys, {"revoked": "yes"})
+    assert [k.name for k in response.context["cl"].result_list] == ["phone"]
+    response = admin_client.get(keys, {"revoked": "no"})
+    assert [k.name for k in response.context["cl"].result_list] == ["laptop"]
+
+
+def test_a_memorys_page_names_its_extractions_apart_from_its_sources(admin_client, conversation):
+    """Its source count was labelled "sources" like the list of sources under it, and
+    differed from that list's length (a person's edit is a source, not an extraction)."""
+    url = reverse("admin:memory_longtermmemory_change", args=[conversation.tea.pk])
+    body = admin_client.get(url).content.decode()
+    labels = re.findall(r"<label>([^<]+):</label>", body)
+    assert labels.count("Sources") == 1, labels
+    assert "Seen in extractions" in labels
+    assert admin_client.get(reverse("admin:memory_longtermmemory_add")).status_code == 200
 
 
 def test_derived_fields_are_read_only(admin_client, conversation):

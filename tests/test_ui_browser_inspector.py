@@ -437,3 +437,26 @@ def test_the_session_list_filters_sorts_and_shows_its_columns(
     page.reload()
     expect(expect_rows).to_have_count(1)
     expect(page.locator("input[name=since]")).to_have_value("2026-05-08")
+
+
+def test_a_search_hit_has_its_roles_colour_as_in_the_timeline(page, live_server):  # noqa: F811
+    """A tool's result showed grey in the search and amber in its session's timeline."""
+    message_add(agent_id="agent-d", session_id="d-1", role="user", content="Find a quiet hotel.")
+    message_add(agent_id="agent-d", session_id="d-1", role="tool", content="Quiet hotel: Inn 7.")
+
+    def left_border(selector: str) -> dict[str, str]:
+        colours = page.eval_on_selector_all(
+            selector,
+            "els => els.map(e => [e.className, getComputedStyle(e).borderLeftColor])",
+        )
+        return {
+            next(c for c in name.split() if c.startswith("role-")): colour
+            for name, colour in colours
+        }
+
+    page.goto(f"{live_server.url}/search/?q=hotel")
+    in_search = left_border(".hit")
+    page.goto(f"{live_server.url}/sessions/agent-d/d-1/")
+    in_timeline = left_border(".message")
+    assert in_search == in_timeline, (in_search, in_timeline)
+    assert in_search["role-tool"] != in_search["role-user"]

@@ -10,7 +10,7 @@ import re
 
 from memory.memories import memory_create, memory_update
 from memory.models import LongTermMemory, LongTermMemoryHistory
-from tests.test_ui_browser import BROWSER_TESTS, browser, page, shoot  # noqa: F401 (fixtures)
+from tests.test_ui_browser import BROWSER_TESTS, SIZES, browser, page, shoot  # noqa: F401 (fixtures)
 
 pytestmark = BROWSER_TESTS
 
@@ -129,3 +129,19 @@ def test_an_edit_on_the_memorys_page_updates_its_history_and_sources_in_place(
     expect(page.locator(".history-list")).to_have_count(1)
     expect(card.locator("details.history")).to_have_count(0)
     shoot(page, "memories_edited_in_place")
+
+
+def test_the_edit_forms_save_and_cancel_sit_level(conversation, page, live_server):  # noqa: F811
+    """Save took the stacked form's top margin meant for a lone button, Cancel did not: Save
+    sat lower than Cancel beside it."""
+    page.goto(f"{live_server.url}/memories/{conversation.tea.pk}/edit/")
+    actions = page.locator("form.stacked .actions")
+    for size in SIZES:
+        page.set_viewport_size(size)
+        save = actions.locator("button[type=submit]").bounding_box()
+        cancel = actions.locator("a.button").bounding_box()
+        assert abs(save["y"] - cancel["y"]) <= 1 and abs(save["height"] - cancel["height"]) <= 1, (
+            size,
+            save,
+            cancel,
+        )
