@@ -54,6 +54,7 @@ _CAR_BRANDS_ZH = (
     r"丰田|大众|本田|比亚迪|蔚来|小鹏|理想|特斯拉|宝马|奔驰|奥迪|吉利|长安|五菱|问界|捷达|日产|别克"
     r"|雪佛兰|福特|现代|起亚|马自达|沃尔沃|极氪|零跑|红旗|领克|哈弗|坦克"
 )
+_WEIGHT = r"(kg|kgs|kilos?|kilograms?|lbs?|pounds|stone)"
 _PHONE_BRANDS = (
     r"iphone|pixel|galaxy|oneplus|xperia|redmi|xiaomi|huawei|motorola|moto|oppo|vivo|honor"
 )
@@ -120,7 +121,7 @@ def _attribute(
 
 
 # In order: the first row a statement matches is its attribute (an employer before a phone:
-# 小米 is both).
+# 小米 is both; a commute before an employer: "现在骑车上班" says how, not where).
 ATTRIBUTES = (
     _attribute(
         gettext_noop("home"),
@@ -143,6 +144,26 @@ ATTRIBUTES = (
             r"\bwhere do (i|we) live\b|\b(which|what) (city|town|country)\b"
             r"|\bwhere('s| is) (my|our) home\b|\bwhere am i based\b",
             r"住(在)?哪|(哪个|什么)(城市|地方)",
+        ),
+    ),
+    _attribute(
+        gettext_noop("commute"),
+        said=(
+            r"\b(take|ride|catch|get) the (subway|metro|tube|underground|bus|train|tram|ferry)"
+            r" (in )?to work\b",
+            r"\b(i|we) (now |usually |still |always )?(bike|cycle|walk|drive|scooter) (in )?to"
+            r" work\b",
+            r"\b(my )?commute[^.;]{0,40}\b(by|on) (bike|bicycle|train|bus|car|carpool|subway"
+            r"|metro|tube|tram|ferry|foot|scooter)\b",
+            r"\bgo (to work )?(by|on) (bike|bicycle|train|bus|car|carpool|subway|metro|tube|tram"
+            r"|ferry|foot|scooter)\b[^.;]{0,30}\b(work|commute)\b|\b(work|commute)\b[^.;]{0,40}"
+            r"\bgo (to work )?(by|on) (bike|bicycle|train|bus|car|carpool|subway|metro|tube|tram"
+            r"|ferry|foot|scooter)\b",
+            rf"(坐|乘|搭|骑|开)着?{_CJK}{{0,4}}?(上班|通勤|去公司)|(走路|步行)(上班|去公司)",
+        ),
+        asked=(
+            r"\bhow do (i|we) (get|go|commute) to work\b|\bmy commute\b",
+            r"怎么(去|来)?(上班|通勤)|(上班|通勤)(怎么|的方式)",
         ),
     ),
     _attribute(
@@ -182,6 +203,22 @@ ATTRIBUTES = (
             rf"我是{_CJK}{{1,6}}(组|团队)的",
         ),
         asked=(r"\b(which|what) team\b", r"(哪个|什么)(组(?!件|合|织)|团队)"),
+    ),
+    _attribute(
+        gettext_noop("manager"),
+        said=(
+            rf"\bmy (new |current )?(manager|boss|line manager|supervisor),?( is)?( now)? {_CAP}",
+            rf"\b{_CAP}[\w.]*( {_CAP}\w*)? is (now )?my (new )?(manager|boss|line manager"
+            r"|supervisor)\b",
+            rf"\bi (now )?report to {_CAP}",
+            rf"(领导|上司|老板|主管|经理)(是|换成了?|变成了?)?({_SURNAME}{_CJK}{{1,2}}|老{_SURNAME}"
+            rf"|小{_SURNAME})",
+        ),
+        asked=(
+            r"\bwho('s| is) (my|our) (new )?(manager|boss|line manager|supervisor)\b"
+            r"|\bwho do i report to\b",
+            r"我的?(现在的)?(领导|上司|老板|主管)(是谁|叫什么)|(领导|上司|主管)是谁",
+        ),
     ),
     _attribute(
         gettext_noop("partner"),
@@ -242,6 +279,21 @@ ATTRIBUTES = (
         ),
         asked=(r"\bbudget\b|\bhow much can i spend\b", r"预算"),
         value=MONEY,
+    ),
+    _attribute(
+        gettext_noop("weight"),
+        said=(
+            rf"\b(i'm|i am|i weigh|i'm now|i am now)( now| currently)?( at| down to| up to)?"
+            rf" (about |around )?\d+(\.\d+)? ?{_WEIGHT}\b",
+            rf"\bweigh(ed)? (in at|myself)\b[^.;]*\d+(\.\d+)? ?{_WEIGHT}\b",
+            r"(体重|称了一下)[^，。,]{0,8}?[\d一二三四五六七八九十百]+(\.\d+)?\s*(公斤|斤|kg)",
+            r"我(现在|目前)?[\d一二三四五六七八九十百]+(\.\d+)?\s*(公斤|斤)"
+            r"|(降到|减到|瘦到|涨到|胖到)了?\s*[\d一二三四五六七八九十百]+(\.\d+)?\s*(公斤|斤|kg)",
+        ),
+        asked=(
+            r"\bhow much do i weigh\b|\bwhat do i weigh\b|\bmy weight\b",
+            r"我(现在|目前)?的?体重|我(现在|目前)?(有)?多重",
+        ),
     ),
     _attribute(
         gettext_noop("learning a language"),
@@ -313,7 +365,7 @@ _ASKED_FAVOURITE_ZH = re.compile(
 
 def _kind(noun: str) -> str:
     noun = noun.lower().rstrip("s") if not CJK_RUN.search(noun) else noun
-    return f"favourite {_KINDS.get(noun, noun)}"
+    return f"{FAVOURITE}{_KINDS.get(noun, noun)}"
 
 
 def _favourite_said(text: str) -> str | None:
@@ -347,24 +399,43 @@ def _weekday(text: str) -> str:
     return {"天": "日"}.get(chinese.group(2), chinese.group(2)) if chinese else ""
 
 
+WEEKDAY_ACTIVITY = "a weekday's activity"
+FAVOURITE = "favourite "  # before the kind of thing: "favourite film"
+
+
 def _named(attribute: Attribute, text: str) -> str:
-    if attribute.name == "a weekday's activity":
+    if attribute.name == WEEKDAY_ACTIVITY:
         return f"{attribute.name}: {_weekday(text)}"
     return attribute.name
 
 
+# A statement about one's manager opens on them ("我的领导王总要求…", "my boss Dana wants…"):
+# it names the speaker's manager; one opening on a sister does not ("我姐的领导是王总").
+_MANAGER_WORDS = re.compile(r"boss|manager|supervisor|领导|上司|老板|主管", re.IGNORECASE)
+
+
+def _opens_on_another(attribute: Attribute, opening: str) -> bool:
+    """Whether a statement opening on another person (`opening`) says nothing of the
+    speaker's `attribute`. A partner's name is the speaker's partner whoever else the
+    statement names first."""
+    if attribute.name == "partner":
+        return False
+    return attribute.name != "manager" or not _MANAGER_WORDS.search(opening)
+
+
 def said(text: str) -> str | None:
     """The attribute the statement gives the speaker's value to, if any. Not one about
-    another person ("my sister lives in Leeds"): only a partner's name is the speaker's."""
+    another person ("my sister lives in Leeds"): only a partner's or a manager's name, said
+    of that person, is the speaker's."""
     if not (CJK_RUN.search(text) or _FIRST_PERSON.search(text)):
         return None
-    about_others = _SOMEONE_ELSES.search(text) is not None
+    opening = _SOMEONE_ELSES.search(text)
     for attribute in ATTRIBUTES:
-        if about_others and attribute.name != "partner":
+        if opening and _opens_on_another(attribute, opening.group(0)):
             continue
         if attribute.gets_a_value(text):
             return _named(attribute, text)
-    return None if about_others else _favourite_said(text)
+    return None if opening else _favourite_said(text)
 
 
 def asked(query: str) -> str | None:

@@ -54,7 +54,7 @@ from memory.index import Filter
 from memory.index_schema import Term, query_terms
 from memory.memories import memories_like, source_message_ids
 from memory.models import LongTermMemory, MainMessage, MemoryType, Role, ShortTermMemory
-from memory.phrases import Phrase, as_phrase
+from memory.phrases import Phrase, attribute_label
 from memory.questions import asks_about_replies, is_recommendation
 from memory.recall_fill import RecallFiller
 from memory.recall_rank import ranked
@@ -438,7 +438,7 @@ def _current_values(
         return []
     why = Phrase(
         gettext_noop("asks for an attribute (%(attribute)s): its current value"),
-        attribute=as_phrase(attribute),
+        attribute=attribute_label(attribute),
     )
     return [_memory_item(newest, None, "attribute", now, why)]
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from django.utils.translation import gettext, gettext_noop
 
+from memory import attributes
 from memory.models import AUTOMATIC_ACTORS
 
 # Values the code keeps as words and the dashboard shows: roles and memory types inside a
@@ -66,6 +67,44 @@ class Phrase(str):
 
 def _phrase(msgid: str, values: dict[str, Any]) -> Phrase:
     return Phrase(msgid, **values)
+
+
+# A weekday as `memory.attributes` keys it ("thurs", or 四), by the name Django translates.
+_WEEKDAYS = {
+    "mon": gettext_noop("Monday"),
+    "tues": gettext_noop("Tuesday"),
+    "wednes": gettext_noop("Wednesday"),
+    "thurs": gettext_noop("Thursday"),
+    "fri": gettext_noop("Friday"),
+    "satur": gettext_noop("Saturday"),
+    "sun": gettext_noop("Sunday"),
+    "一": gettext_noop("Monday"),
+    "二": gettext_noop("Tuesday"),
+    "三": gettext_noop("Wednesday"),
+    "四": gettext_noop("Thursday"),
+    "五": gettext_noop("Friday"),
+    "六": gettext_noop("Saturday"),
+    "日": gettext_noop("Sunday"),
+}
+gettext_noop("music")  # the one kind of favourite named by the table (memory.attributes)
+
+
+def attribute_label(name: str) -> Phrase:
+    """An attribute's name (`LongTermMemory.attribute`) for a person to read: its parts
+    translated, "a weekday's activity: thurs" as the activity of Thursday, "favourite film"
+    with its kind (a kind the table does not name stays as said)."""
+    activity, _, day = name.partition(": ")
+    if activity == attributes.WEEKDAY_ACTIVITY and day:
+        return Phrase(
+            gettext_noop("%(activity)s: %(day)s"),
+            activity=Phrase(activity),
+            day=Phrase(_WEEKDAYS.get(day, day)),
+        )
+    if name.startswith(attributes.FAVOURITE):
+        return Phrase(
+            gettext_noop("favourite %(kind)s"), kind=Phrase(name.removeprefix(attributes.FAVOURITE))
+        )
+    return Phrase(name)
 
 
 def as_phrase(text: str) -> Phrase:

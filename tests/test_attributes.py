@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 from django.urls import reverse
+from django.utils.html import escape
 
 from memory import attributes
 from memory.context import context_build
@@ -49,6 +50,14 @@ STATED = [
     ("我在学日语。", "learning a language"),
     ("Every Tuesday evening I go climbing.", "a weekday's activity: tues"),
     ("每周三晚上我去游泳。", "a weekday's activity: 三"),
+    ("Since the reorg my boss is Helen Cho.", "manager"),
+    ("Lena is my new line manager.", "manager"),
+    ("我的上司换成了钱经理。", "manager"),
+    ("These days I cycle to work along the canal.", "commute"),
+    ("I drive to work.", "commute"),
+    ("我最近改成坐公交上班了。", "commute"),
+    ("I weigh 82 kg after the holidays.", "weight"),
+    ("体重终于到了65公斤。", "weight"),
 ]
 
 NOT_STATED = [
@@ -58,7 +67,12 @@ NOT_STATED = [
     "同事在学德语。",
     "My partner thinks I overplan.",  # which partner?
     "My phone is slow today.",  # no value
-    "I drive to work.",
+    "My boss lives in Leeds.",  # the boss's home, not the speaker's
+    "我姐的领导是王总。",  # a sister's manager
+    "My manager wants the report on Friday.",  # which manager?
+    "The box weighs 20 kg.",  # not the speaker
+    "我买了5公斤大米。",
+    "I take the bus to the beach on weekends.",  # not to work
     "My budget is tight this month.",
     "The new Kia EV6 is out.",  # whose?
     "I have two cats.",  # one more, not one at a time
@@ -99,6 +113,12 @@ def test_a_statement_of_someone_else_or_without_a_value_gives_none(text):
         ("我最喜欢听谁的歌？", "favourite music"),
         ("What language am I learning?", "learning a language"),
         ("What do I do on Tuesday evenings?", "a weekday's activity: tues"),
+        ("Who is my manager these days?", "manager"),
+        ("我现在的领导是谁？", "manager"),
+        ("How do I get to work now?", "commute"),
+        ("我每天怎么去上班？", "commute"),
+        ("How much do I weigh now?", "weight"),
+        ("我现在体重多少？", "weight"),
         ("What did I eat yesterday?", None),
         ("Python对象怎么序列化成JSON？", None),
         ("这个页面用什么组件库比较好？", None),
@@ -214,14 +234,28 @@ def test_the_column_follows_the_text_and_is_derived_for_rows_written_without_it(
 
 
 @pytest.mark.django_db
-def test_the_memory_page_names_its_attribute_in_the_readers_language(admin_client):
-    memory = memory_create(
-        agent_id="agent-a", content="我去年搬到了杭州。", memory_type="fact", actor="dana"
-    )
+@pytest.mark.parametrize(
+    ("content", "english_name", "chinese_name"),
+    [
+        ("我去年搬到了杭州。", "home", "住处"),
+        (
+            "Every Thursday evening I go climbing.",
+            "a weekday's activity: Thursday",
+            "每周某天的活动：星期四",
+        ),
+        ("每周三晚上我去游泳。", "a weekday's activity: Wednesday", "每周某天的活动：星期三"),
+        ("My favourite band is Wilco.", "favourite music", "最喜欢的音乐"),
+        ("I cycle to work.", "commute", "通勤方式"),
+    ],
+)
+def test_the_memory_page_names_its_attribute_in_the_readers_language(
+    admin_client, content, english_name, chinese_name
+):
+    memory = memory_create(agent_id="agent-a", content=content, memory_type="fact", actor="dana")
     page = reverse("memory", args=[memory.pk])
 
     english = admin_client.get(page, HTTP_ACCEPT_LANGUAGE="en").content.decode()
     chinese = admin_client.get(page, HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
 
-    assert "attribute: home" in english
-    assert "属性：住处" in chinese
+    assert f"attribute: {escape(english_name)}" in english
+    assert f"属性：{chinese_name}" in chinese

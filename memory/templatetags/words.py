@@ -11,7 +11,7 @@ from django import template
 from django.core.exceptions import FieldDoesNotExist
 
 from memory.models import LongTermMemory, MemoryType
-from memory.phrases import actor_label
+from memory.phrases import actor_label, attribute_label
 from memory.phrases import translated as translated_text
 
 register = template.Library()
@@ -21,6 +21,12 @@ register = template.Library()
 def translated(text: str | None) -> str:
     """A reason, method or status of the memory package (a Phrase, or a word it marked)."""
     return translated_text(text) if text else ""
+
+
+@register.filter
+def attribute_name(name: str) -> str:
+    """A memory's attribute (`LongTermMemory.attribute`) in the active language."""
+    return translated_text(attribute_label(name))
 
 
 @register.filter
