@@ -55,6 +55,22 @@ _CAR_BRANDS_ZH = (
     r"|雪佛兰|福特|现代|起亚|马自达|沃尔沃|极氪|零跑|红旗|领克|哈弗|坦克"
 )
 _WEIGHT = r"(kg|kgs|kilos?|kilograms?|lbs?|pounds|stone)"
+# Jobs named by what a person says they are ("I'm a nurse", 我是设计师): a noun from the
+# list, so that "I'm a morning person" or 我是个夜猫子 names no job.
+_JOBS = (
+    r"(engineer|developer|programmer|designer|nurse|doctor|physician|surgeon|dentist|teacher"
+    r"|lecturer|professor|researcher|scientist|analyst|accountant|lawyer|solicitor|architect"
+    r"|manager|consultant|journalist|writer|editor|translator|chef|cook|baker|barista"
+    r"|electrician|plumber|carpenter|mechanic|pharmacist|therapist|paramedic|firefighter"
+    r"|police officer|officer|pilot|driver|student|librarian|photographer|artist|musician"
+    r"|actor|salesperson|recruiter|marketer|product owner|data scientist|freelancer"
+    r"|vet|veterinarian|social worker|carer|caregiver|cashier|receptionist|clerk)s?"
+)
+_JOBS_ZH = (
+    r"(工程师|设计师|程序员|护士|医生|大夫|老师|教师|律师|会计|经理|主管|记者|编辑|翻译|厨师"
+    r"|司机|警察|研究员|分析师|产品经理|运营|销售|咨询师|建筑师|药剂师|摄影师|学生|研究生"
+    r"|博士生|公务员|客服|店长|教授|讲师|架构师|测试|前端|后端|数据科学家|自由职业者)"
+)
 _PHONE_BRANDS = (
     r"iphone|pixel|galaxy|oneplus|xperia|redmi|xiaomi|huawei|motorola|moto|oppo|vivo|honor"
 )
@@ -191,6 +207,22 @@ ATTRIBUTES = (
             r"\b(which|what) company\b|\bwhere do i work\b|\bwho do i work for\b"
             r"|\bmy (employer|company)\b",
             r"(哪|哪个|什么)(家)?公司|在哪(儿|里)?(上班|工作)",
+        ),
+    ),
+    _attribute(
+        gettext_noop("occupation"),
+        said=(
+            rf"\b(i|i now|i still) work as an? ([\w-]+ ){{0,3}}{_JOBS}\b",
+            rf"\b(i'm|i am) (now |still )?an? ([\w-]+ ){{0,3}}{_JOBS}\b",
+            rf"\bmy (job|role|position) is (an? )?([\w-]+ ){{0,3}}{_JOBS}\b",
+            # not 我是设计师的朋友; 我是做产品经理的 is one's own job
+            rf"我(现在)?是(一名|一个|个)?[^，。,！!？?]{{0,12}}?{_JOBS_ZH}(?!的(?![，。,！!？?]|$))",
+            rf"我(现在)?(在|于)[^，。,]{{1,12}}(当|做){_CJK}{{0,6}}?{_JOBS_ZH}",
+        ),
+        asked=(
+            r"\bwhat do i do for (a living|work)\b|\bwhat('s| is) my (job|occupation|profession)\b"
+            r"|\bwhat (job|work) do i do\b",
+            r"我是(做|干)(什么|啥)|我的(工作|职业)是什么|我(做|干)(什么|啥)工作",
         ),
     ),
     _attribute(

@@ -57,6 +57,8 @@ STATED = [
     ("I drive to work.", "commute"),
     ("我最近改成坐公交上班了。", "commute"),
     ("I weigh 82 kg after the holidays.", "weight"),
+    ("I work as a paramedic in the city.", "occupation"),
+    ("我是做产品经理的。", "occupation"),
     ("体重终于到了65公斤。", "weight"),
 ]
 
@@ -73,6 +75,8 @@ NOT_STATED = [
     "The box weighs 20 kg.",  # not the speaker
     "我买了5公斤大米。",
     "I take the bus to the beach on weekends.",  # not to work
+    "I'm a morning person.",  # no job
+    "我是设计师的朋友。",  # someone else's job
     "My budget is tight this month.",
     "The new Kia EV6 is out.",  # whose?
     "I have two cats.",  # one more, not one at a time
@@ -118,6 +122,8 @@ def test_a_statement_of_someone_else_or_without_a_value_gives_none(text):
         ("How do I get to work now?", "commute"),
         ("我每天怎么去上班？", "commute"),
         ("How much do I weigh now?", "weight"),
+        ("What do I do for a living?", "occupation"),
+        ("我是做什么工作的？", "occupation"),
         ("我现在体重多少？", "weight"),
         ("What did I eat yesterday?", None),
         ("Python对象怎么序列化成JSON？", None),
