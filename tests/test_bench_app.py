@@ -65,6 +65,7 @@ def test_manage_py_help_lists_the_bench_commands(tmp_path):
         "bench_context",
         "bench_embedding",
         "bench_knn",
+        "convert_locomo",
         "eval_extractor",
         "eval_floors",
         "eval_locomo",
