@@ -190,6 +190,26 @@ class ExpiryFilter(admin.SimpleListFilter):
         return queryset
 
 
+class SupersessionFilter(admin.SimpleListFilter):
+    """Current or superseded now: a newer memory took its place (memory.supersession)."""
+
+    title = gettext_lazy("supersession")
+    parameter_name = "superseded"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple]:
+        return [("no", _("current")), ("yes", _("superseded"))]
+
+    def queryset(
+        self, request: HttpRequest, queryset: QuerySet[LongTermMemory]
+    ) -> QuerySet[LongTermMemory]:
+        now = timezone.now()
+        if self.value() == "yes":
+            return queryset.superseded(now)
+        if self.value() == "no":
+            return queryset.current(now)
+        return queryset
+
+
 class WhenSetFilter(admin.SimpleListFilter):
     """A moment that either happened or not, in words ("archived", "not archived"): Django's
     EmptyFieldListFilter says "Empty" and "Not empty", which reads as the opposite."""
@@ -244,6 +264,7 @@ class LongTermMemoryAdmin(OneLineIdentifiersAdmin):
         "memory_type",
         "curated",
         ExpiryFilter,
+        SupersessionFilter,
         ArchivedFilter,
         "has_embedding",
     ]

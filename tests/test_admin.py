@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import timedelta
 from io import StringIO
 
 import pytest
@@ -161,6 +162,14 @@ def test_archived_memories_and_revoked_keys_are_filtered_in_words(admin_client, 
     response = admin_client.get(CHANGELIST, {"archived": "yes"})
     assert [m.pk for m in response.context["cl"].result_list] == [conversation.deploy.pk]
     response = admin_client.get(CHANGELIST, {"archived": "no"})
+    assert conversation.deploy.pk not in [m.pk for m in response.context["cl"].result_list]
+
+    LongTermMemory.objects.filter(pk=conversation.deploy.pk).update(
+        valid_until=timezone.now() - timedelta(minutes=1)
+    )
+    response = admin_client.get(CHANGELIST, {"superseded": "yes"})
+    assert [m.pk for m in response.context["cl"].result_list] == [conversation.deploy.pk]
+    response = admin_client.get(CHANGELIST, {"superseded": "no"})
     assert conversation.deploy.pk not in [m.pk for m in response.context["cl"].result_list]
 
     keys = reverse("admin:memory_apikey_changelist")
