@@ -22,6 +22,7 @@ SQLite").
 
 from __future__ import annotations
 
+import hashlib
 import time
 from array import array
 from collections.abc import Collection, Iterable, Sequence
@@ -32,6 +33,7 @@ from typing import Any
 from django.db import connections
 
 from memory.index_schema import (
+    MESSAGE_VECTORS,
     VECTOR_TABLES,
     Filter,
     Hit,
@@ -220,6 +222,81 @@ def knn(
     with connections[using].cursor() as cursor:
         cursor.execute(sql, [_as_vector(embedding), *params, k])
         return [Hit(row_id, 1 - distance) for row_id, distance in cursor.fetchall()]
+
+
+# --- an HNSW index of its own for a large agent -------------------------------------------
+
+# The shared HNSW index holds every agent's message vectors: a KNN for one agent walks the
+# graph past the others' (an iterative scan), and at 100k messages over 10 agents the
+# context's k=157 read 21,700 buffers, 30-140 ms; for an agent holding a tenth of 1M vectors
+# its recall@10 was 0.70 (docs/BENCHMARKS.md, PostgreSQL). An agent holding AGENT_INDEX_ROWS
+# message vectors or more gets an index of its own, partial on its agent_id, which the
+# planner prefers for that agent's queries (they name the agent); it is dropped once the
+# agent holds fewer than half of that. The service checks after embedding, at most every
+# AGENT_INDEX_CHECK_SECONDS per process: an index built then, concurrently, takes seconds
+# (about 7 s for 10,000 x 1,024 on 2 cores), and every later vector of the agent is added to
+# both graphs.
+AGENT_INDEX_ROWS = 10_000
+AGENT_INDEX_CHECK_SECONDS = 600.0
+_AGENT_INDEXES_CHECKED: dict[str, float] = {}  # database name -> time.monotonic()
+
+
+AGENT_INDEX_PREFIX = f"{MESSAGE_VECTORS.name}_hnsw_"
+
+
+def agent_index_name(agent_id: str) -> str:
+    """The name of an agent's own HNSW index: its id hashed (identifiers are 63 bytes)."""
+    return AGENT_INDEX_PREFIX + hashlib.sha256(agent_id.encode()).hexdigest()[:16]
+
+
+def maintain_agent_indexes(*, using: str) -> list[str]:
+    """Build the missing indexes of large agents and drop those of agents grown small; the
+    names built or dropped. Not inside a transaction (CONCURRENTLY), and at most every
+    AGENT_INDEX_CHECK_SECONDS per process and database."""
+    connection = connections[using]
+    database = str(connection.settings_dict["NAME"])
+    checked = _AGENT_INDEXES_CHECKED.get(database)
+    if connection.in_atomic_block or (
+        checked is not None and time.monotonic() - checked < AGENT_INDEX_CHECK_SECONDS
+    ):
+        return []
+    _AGENT_INDEXES_CHECKED[database] = time.monotonic()
+    table = _q(MESSAGE_VECTORS.name)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT agent_id, count(*) >= %s FROM {table} GROUP BY agent_id HAVING count(*) >= %s",
+            [AGENT_INDEX_ROWS, AGENT_INDEX_ROWS // 2],
+        )
+        sizes = dict(cursor.fetchall())  # agent -> large; agents of half the size kept
+        cursor.execute(
+            "SELECT c.relname, obj_description(c.oid, 'pg_class') FROM pg_index AS i "
+            "JOIN pg_class AS c ON c.oid = i.indexrelid WHERE i.indrelid = %s::regclass "
+            "AND c.relname LIKE %s",
+            [MESSAGE_VECTORS.name, AGENT_INDEX_PREFIX.replace("_", "\\_") + "%"],
+        )
+        existing = dict(cursor.fetchall())  # index name -> its agent, in its comment
+        changed = []
+        for name, agent_id in existing.items():
+            if agent_id not in sizes:
+                cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {_q(name)}")
+                changed.append(name)
+        for agent_id, large in sizes.items():
+            name = agent_index_name(agent_id)
+            if large and name not in existing:
+                cursor.execute("SELECT quote_literal(%s)", [agent_id])
+                (literal,) = cursor.fetchone()
+                cursor.execute(
+                    f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {_q(name)} ON {table} "
+                    f"USING hnsw (embedding vector_cosine_ops) WHERE agent_id = {literal}"
+                )
+                cursor.execute(f"COMMENT ON INDEX {_q(name)} IS {literal}")
+                changed.append(name)
+    return changed
+
+
+def forget_agent_index_checks() -> None:
+    """Check again at the next call (tests)."""
+    _AGENT_INDEXES_CHECKED.clear()
 
 
 def similarities(

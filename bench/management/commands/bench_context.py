@@ -355,6 +355,13 @@ class Command(BaseCommand):
         derived vector index, as a server's first calls do (timed here, not in the runs)."""
         index_numpy.clear()  # the matrices of the previous row's database
         start = time.perf_counter()
+        # The per-agent indexes the task worker keeps after embedding (PostgreSQL), for a
+        # store kept from before they were built.
+        built = index.maintain_agent_indexes()
+        if built:
+            seconds = time.perf_counter() - start
+            self.stderr.write(f"{len(built)} agent index(es) built in {seconds:.1f} s")
+            start = time.perf_counter()
         for number in range(agents):  # session n belongs to agent n % agents
             context_build(
                 agent_id=_agent(number, agents),
