@@ -495,21 +495,22 @@ def lexical_search(
         + ", matched AS MATERIALIZED (SELECT f.rowid, f.doc, length(f.doc) AS dl FROM "
         f"{name} AS f WHERE {scoped} AND f.doc @@ (SELECT string_agg('(' || q::text || ')', "
         "' | ')::tsquery FROM usable JOIN unnest(%s::int[]) AS rare(n) USING (n))), "
-        "occurrence AS (SELECT m.rowid, m.dl, t.n, CASE w WHEN t.text_weight THEN 1.0 "
+        "occurrence AS (SELECT m.rowid, m.dl, t.n, CASE w WHEN t.text_weight THEN 1.0::float8 "
         "WHEN t.context_weight THEN 0.5 ELSE 0 END AS weight FROM matched AS m "
         "CROSS JOIN LATERAL unnest(ts_delete(m.doc, tsvector_to_array(ts_delete(m.doc, "
         "(SELECT array_agg(lexeme) FROM term_lexeme))))) AS x "
         "JOIN term_lexeme AS t ON t.lexeme = x.lexeme "
         "CROSS JOIN LATERAL unnest(x.weights) AS w "
-        "UNION ALL SELECT m.rowid, m.dl, u.n, 1.0 FROM matched AS m JOIN usable AS u "
+        "UNION ALL SELECT m.rowid, m.dl, u.n, 1.0::float8 FROM matched AS m JOIN usable AS u "
         "ON u.kind = 'day' AND m.doc @@ u.q), "
         "hit AS (SELECT rowid, dl, n, sum(weight) AS tf FROM occurrence GROUP BY rowid, dl, n "
         "HAVING sum(weight) > 0), "
-        "df AS (SELECT n, df FROM unnest(%s::bigint[]) WITH ORDINALITY AS d(df, n)) "
-        "SELECT hit.rowid, sum(greatest(ln((%s - df.df + 0.5) / (df.df + 0.5)), 1e-6) "
-        f"* hit.tf * {BM25_K1 + 1} / (hit.tf + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * hit.dl "
-        "/ mean.dl)))::float8 AS score FROM hit JOIN df USING (n) "
-        f"CROSS JOIN (SELECT avg(dl) AS dl FROM matched) AS mean {join} {where} "
+        # float8, not numeric: numeric's ln and divisions per row took a quarter of the time.
+        "idf AS (SELECT n, greatest(ln((%s - df + 0.5) / (df + 0.5)), 1e-6) AS idf "
+        "FROM unnest(%s::float8[]) WITH ORDINALITY AS d(df, n)) "
+        f"SELECT hit.rowid, sum(idf.idf * hit.tf * {BM25_K1 + 1} / (hit.tf + {BM25_K1} * "
+        f"(1 - {BM25_B} + {BM25_B} * hit.dl / mean.dl))) AS score FROM hit JOIN idf USING (n) "
+        f"CROSS JOIN (SELECT avg(dl::float8) AS dl FROM matched) AS mean {join} {where} "
         "GROUP BY hit.rowid ORDER BY score DESC, hit.rowid LIMIT %s"
     )
     kinds = [term.kind for term in terms]
@@ -519,6 +520,6 @@ def lexical_search(
     with connections[using].cursor() as cursor:
         cursor.execute(
             sql,
-            [kinds, texts, *scope_params, rare_numbers, docs, counts.rows, *params, k],
+            [kinds, texts, *scope_params, rare_numbers, counts.rows, docs, *params, k],
         )
         return [Hit(row_id, score) for row_id, score in cursor.fetchall()]
