@@ -409,6 +409,10 @@ def _scope_counts(
             cursor.execute(f"SELECT count(*) FROM {name} AS f WHERE {scope}", scope_params)
             counts = _ScopeCounts(cursor.fetchone()[0], time.monotonic())
             if kept and counts.rows >= PRUNE_FROM_ROWS:
+                for stale in [
+                    k for k, kept_counts in _SCOPE_COUNTS.items() if not kept_counts.current()
+                ]:
+                    del _SCOPE_COUNTS[stale]  # agents not searched for a while
                 _SCOPE_COUNTS[key] = counts
         missing = [term for term in terms if term not in counts.docs]
         if missing:
