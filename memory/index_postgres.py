@@ -230,9 +230,10 @@ def knn(
 # graph past the others' (an iterative scan), and at 100k messages over 10 agents the
 # context's k=157 read 21,700 buffers, 30-140 ms; for an agent holding a tenth of 1M vectors
 # its recall@10 was 0.70 (docs/BENCHMARKS.md, PostgreSQL). An agent holding AGENT_INDEX_ROWS
-# message vectors or more gets an index of its own, partial on its agent_id, which the
-# planner prefers for that agent's queries (they name the agent); it is dropped once the
-# agent holds fewer than half of that. The service checks after embedding, at most every
+# message vectors or more (and less than half of all: else the shared graph is mostly its
+# own) gets an index of its own, partial on its agent_id, which the planner prefers for that
+# agent's queries (they name the agent); it is dropped once the agent holds fewer than half
+# of AGENT_INDEX_ROWS. The service checks after embedding, at most every
 # AGENT_INDEX_CHECK_SECONDS per process: an index built then, concurrently, takes seconds
 # (about 7 s for 10,000 x 1,024 on 2 cores), and every later vector of the agent is added to
 # both graphs.
@@ -263,11 +264,14 @@ def maintain_agent_indexes(*, using: str) -> list[str]:
     _AGENT_INDEXES_CHECKED[database] = time.monotonic()
     table = _q(MESSAGE_VECTORS.name)
     with connection.cursor() as cursor:
+        # Large: AGENT_INDEX_ROWS or more, and less than half of all (an agent holding most
+        # vectors has the shared graph nearly to itself). Half of AGENT_INDEX_ROWS keeps one.
         cursor.execute(
-            f"SELECT agent_id, count(*) >= %s FROM {table} GROUP BY agent_id HAVING count(*) >= %s",
+            f"SELECT agent_id, count(*) >= %s AND 2 * count(*) < (SELECT count(*) FROM {table}) "
+            f"FROM {table} GROUP BY agent_id HAVING count(*) >= %s",
             [AGENT_INDEX_ROWS, AGENT_INDEX_ROWS // 2],
         )
-        sizes = dict(cursor.fetchall())  # agent -> large; agents of half the size kept
+        sizes = dict(cursor.fetchall())  # agent -> large
         cursor.execute(
             "SELECT c.relname, obj_description(c.oid, 'pg_class') FROM pg_index AS i "
             "JOIN pg_class AS c ON c.oid = i.indexrelid WHERE i.indrelid = %s::regclass "

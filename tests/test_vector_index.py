@@ -206,9 +206,12 @@ def test_postgres_builds_an_index_for_a_large_agent_and_drops_it_once_small(sql,
     index_postgres.forget_agent_index_checks()
     for row_id in range(1, 5):
         put(row_id, unit(row_id, wobble=0.1), agent="big")
-    put(5, unit(0), agent="small")
+    assert index.maintain_agent_indexes() == []  # it holds every vector: the shared graph's
+    for row_id in range(5, 10):
+        put(row_id, unit(0), agent=f"small-{row_id}")
     before = index.knn(MESSAGE_VECTORS, agent_id="big", embedding=unit(2), k=3)
 
+    index_postgres.forget_agent_index_checks()
     built = index.maintain_agent_indexes()
 
     name = index_postgres.agent_index_name("big")
