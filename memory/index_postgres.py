@@ -23,6 +23,7 @@ SQLite").
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 from array import array
 from collections.abc import Collection, Iterable, Sequence
@@ -30,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db import connections
+from django.db import DatabaseError, connections
 
 from memory.index_schema import (
     MESSAGE_VECTORS,
@@ -45,6 +46,8 @@ from memory.index_schema import (
     VectorTable,
     query_terms,
 )
+
+logger = logging.getLogger(__name__)
 
 # How far the HNSW search looks for each query: at least the k the context asks (100).
 EF_SEARCH = 100
@@ -281,21 +284,34 @@ def maintain_agent_indexes(*, using: str) -> list[str]:
         existing = dict(cursor.fetchall())  # index name -> its agent, in its comment
         changed = []
         for name, agent_id in existing.items():
-            if agent_id not in sizes:
-                cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {_q(name)}")
+            # An index without its comment is one whose build failed (left INVALID): it goes.
+            if agent_id not in sizes and _ddl(cursor, f"DROP INDEX CONCURRENTLY {_q(name)}"):
                 changed.append(name)
         for agent_id, large in sizes.items():
             name = agent_index_name(agent_id)
             if large and name not in existing:
                 cursor.execute("SELECT quote_literal(%s)", [agent_id])
                 (literal,) = cursor.fetchone()
-                cursor.execute(
-                    f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {_q(name)} ON {table} "
-                    f"USING hnsw (embedding vector_cosine_ops) WHERE agent_id = {literal}"
-                )
-                cursor.execute(f"COMMENT ON INDEX {_q(name)} IS {literal}")
-                changed.append(name)
+                if _ddl(
+                    cursor,
+                    f"CREATE INDEX CONCURRENTLY {_q(name)} ON {table} "
+                    f"USING hnsw (embedding vector_cosine_ops) WHERE agent_id = {literal}",
+                    f"COMMENT ON INDEX {_q(name)} IS {literal}",
+                ):
+                    changed.append(name)
     return changed
+
+
+def _ddl(cursor: Any, *statements: str) -> bool:
+    """Run them; on a database error (another process building the same index, a lock, a
+    full disk) log it and go on: the index is an optimisation, the vectors are written."""
+    try:
+        for statement in statements:
+            cursor.execute(statement)
+    except DatabaseError as exc:
+        logger.warning("Per-agent vector index not changed (%s): %s", statements[0], exc)
+        return False
+    return True
 
 
 def forget_agent_index_checks() -> None:
