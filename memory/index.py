@@ -93,6 +93,8 @@ class IndexEngine(Protocol):
 
     def vectors_put(self, table: VectorTable, rows: Sequence[VectorRow], *, using: str) -> None: ...
 
+    def maintain_agent_indexes(self, *, using: str) -> list[str]: ...
+
     # What the database returns for EMBEDDING_READ: bytes (SQLite), text (PostgreSQL).
     def embedding_from_db(self, value: Any) -> list[float]: ...
 
@@ -177,6 +179,13 @@ def create_vector_tables(
 
 def drop_vector_tables(*, using: str = "default") -> None:
     _engine(using).drop_vector_tables(using=using)
+
+
+def maintain_agent_indexes(*, using: str = "default") -> list[str]:
+    """Keep the engine's per-agent vector indexes in step with the agents' sizes, after
+    embedding; the indexes built or dropped. PostgreSQL: an HNSW index of its own for an
+    agent holding many message vectors (index_postgres). SQLite: none (its KNN is exact)."""
+    return _engine(using).maintain_agent_indexes(using=using)
 
 
 def vectors_exist(*, using: str = "default") -> bool:

@@ -22,24 +22,32 @@ SQLite").
 
 from __future__ import annotations
 
+import hashlib
+import logging
+import time
 from array import array
 from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db import connections
+from django.db import DatabaseError, connections
 
 from memory.index_schema import (
+    MESSAGE_VECTORS,
     VECTOR_TABLES,
     Filter,
     Hit,
     KnnPath,
     LexicalTable,
+    Term,
     VectorIndexStatus,
     VectorRow,
     VectorTable,
     query_terms,
 )
+
+logger = logging.getLogger(__name__)
 
 # How far the HNSW search looks for each query: at least the k the context asks (100).
 EF_SEARCH = 100
@@ -219,6 +227,98 @@ def knn(
         return [Hit(row_id, 1 - distance) for row_id, distance in cursor.fetchall()]
 
 
+# --- an HNSW index of its own for a large agent -------------------------------------------
+
+# The shared HNSW index holds every agent's message vectors: a KNN for one agent walks the
+# graph past the others' (an iterative scan), and at 100k messages over 10 agents the
+# context's k=157 read 21,700 buffers, 30-140 ms; for an agent holding a tenth of 1M vectors
+# its recall@10 was 0.70 (docs/BENCHMARKS.md, PostgreSQL). An agent holding AGENT_INDEX_ROWS
+# message vectors or more (and less than half of all: else the shared graph is mostly its
+# own) gets an index of its own, partial on its agent_id, which the planner prefers for that
+# agent's queries (they name the agent); it is dropped once the agent holds fewer than half
+# of AGENT_INDEX_ROWS. The service checks after embedding, at most every
+# AGENT_INDEX_CHECK_SECONDS per process: an index built then, concurrently, takes seconds
+# (about 7 s for 10,000 x 1,024 on 2 cores), and every later vector of the agent is added to
+# both graphs.
+AGENT_INDEX_ROWS = 10_000
+AGENT_INDEX_CHECK_SECONDS = 600.0
+_AGENT_INDEXES_CHECKED: dict[str, float] = {}  # database name -> time.monotonic()
+
+
+AGENT_INDEX_PREFIX = f"{MESSAGE_VECTORS.name}_hnsw_"
+
+
+def agent_index_name(agent_id: str) -> str:
+    """The name of an agent's own HNSW index: its id hashed (identifiers are 63 bytes)."""
+    return AGENT_INDEX_PREFIX + hashlib.sha256(agent_id.encode()).hexdigest()[:16]
+
+
+def maintain_agent_indexes(*, using: str) -> list[str]:
+    """Build the missing indexes of large agents and drop those of agents grown small; the
+    names built or dropped. Not inside a transaction (CONCURRENTLY), and at most every
+    AGENT_INDEX_CHECK_SECONDS per process and database."""
+    connection = connections[using]
+    database = str(connection.settings_dict["NAME"])
+    checked = _AGENT_INDEXES_CHECKED.get(database)
+    if connection.in_atomic_block or (
+        checked is not None and time.monotonic() - checked < AGENT_INDEX_CHECK_SECONDS
+    ):
+        return []
+    _AGENT_INDEXES_CHECKED[database] = time.monotonic()
+    table = _q(MESSAGE_VECTORS.name)
+    with connection.cursor() as cursor:
+        # Large: AGENT_INDEX_ROWS or more, and less than half of all (an agent holding most
+        # vectors has the shared graph nearly to itself). Half of AGENT_INDEX_ROWS keeps one.
+        cursor.execute(
+            f"SELECT agent_id, count(*) >= %s AND 2 * count(*) < (SELECT count(*) FROM {table}) "
+            f"FROM {table} GROUP BY agent_id HAVING count(*) >= %s",
+            [AGENT_INDEX_ROWS, AGENT_INDEX_ROWS // 2],
+        )
+        sizes = dict(cursor.fetchall())  # agent -> large
+        cursor.execute(
+            "SELECT c.relname, obj_description(c.oid, 'pg_class') FROM pg_index AS i "
+            "JOIN pg_class AS c ON c.oid = i.indexrelid WHERE i.indrelid = %s::regclass "
+            "AND c.relname LIKE %s",
+            [MESSAGE_VECTORS.name, AGENT_INDEX_PREFIX.replace("_", "\\_") + "%"],
+        )
+        existing = dict(cursor.fetchall())  # index name -> its agent, in its comment
+        changed = []
+        for name, agent_id in existing.items():
+            # An index without its comment is one whose build failed (left INVALID): it goes.
+            if agent_id not in sizes and _ddl(cursor, f"DROP INDEX CONCURRENTLY {_q(name)}"):
+                changed.append(name)
+        for agent_id, large in sizes.items():
+            name = agent_index_name(agent_id)
+            if large and name not in existing:
+                cursor.execute("SELECT quote_literal(%s)", [agent_id])
+                (literal,) = cursor.fetchone()
+                if _ddl(
+                    cursor,
+                    f"CREATE INDEX CONCURRENTLY {_q(name)} ON {table} "
+                    f"USING hnsw (embedding vector_cosine_ops) WHERE agent_id = {literal}",
+                    f"COMMENT ON INDEX {_q(name)} IS {literal}",
+                ):
+                    changed.append(name)
+    return changed
+
+
+def _ddl(cursor: Any, *statements: str) -> bool:
+    """Run them; on a database error (another process building the same index, a lock, a
+    full disk) log it and go on: the index is an optimisation, the vectors are written."""
+    try:
+        for statement in statements:
+            cursor.execute(statement)
+    except DatabaseError as exc:
+        logger.warning("Per-agent vector index not changed (%s): %s", statements[0], exc)
+        return False
+    return True
+
+
+def forget_agent_index_checks() -> None:
+    """Check again at the next call (tests)."""
+    _AGENT_INDEXES_CHECKED.clear()
+
+
 def similarities(
     table: VectorTable,
     *,
@@ -271,6 +371,102 @@ term_lexeme AS (
 BM25_K1 = 1.2
 BM25_B = 0.75
 
+# --- the terms that weigh, and the rows worth scoring -----------------------------------------
+
+# Scoring a matched row (its tsvector cut to the query's lexemes and unnested) costs 13-16 us:
+# at 100k messages over 10 agents a query with a word in most of an agent's rows scored all of
+# its 10,000 rows, 250-450 ms (docs/BENCHMARKS.md, PostgreSQL's "Context assembly"). As on
+# SQLite (index_sqlite, "terms that weigh nothing" and "rows that hold only the frequent
+# terms"), once the scope holds PRUNE_FROM_ROWS rows: a term in half of its rows or more is
+# left out (its idf is floored at 1e-6: it ranks nothing), and once the rarer terms are in
+# GATE_ROWS rows, only rows holding one of them are scored (with every term: the same score
+# for each row returned, but for the mean length, taken over the rows scored). The counts are
+# the scope's own (an agent's, or an agent's session), as BM25 here takes its idf; an agent's
+# are kept per process for RECOUNT_SECONDS (a scope of 10,000 rows moves little in that time).
+PRUNE_FROM_ROWS = 10_000
+GATE_ROWS = 500
+RECOUNT_SECONDS = 60.0
+MAX_COUNTED_TERMS = 50_000
+
+
+@dataclass
+class _ScopeCounts:
+    rows: int  # the scope's rows when counted
+    counted_at: float  # time.monotonic()
+    docs: dict[Term, int] = field(default_factory=dict)  # rows holding each term
+
+    def current(self) -> bool:
+        return (
+            time.monotonic() - self.counted_at < RECOUNT_SECONDS
+            and len(self.docs) < MAX_COUNTED_TERMS
+        )
+
+
+_SCOPE_COUNTS: dict[tuple[str, str, str], _ScopeCounts] = {}
+
+
+def forget_term_counts() -> None:
+    """Forget every kept count (tests that empty a table and fill it again)."""
+    _SCOPE_COUNTS.clear()
+
+
+def _scope_counts(
+    table: LexicalTable,
+    terms: Sequence[Term],
+    scope: str,
+    scope_params: list[str],
+    using: str,
+) -> _ScopeCounts:
+    """The scope's rows and the rows holding each term: an agent's kept while current (not
+    inside a transaction, whose writes may be rolled back), a session's counted each time."""
+    connection = connections[using]
+    key = (str(connection.settings_dict["NAME"]), table.name, scope_params[0])
+    kept = len(scope_params) == 1 and not connection.in_atomic_block
+    counts = _SCOPE_COUNTS.get(key) if kept else None
+    name = _q(table.name)
+    with connection.cursor() as cursor:
+        if counts is None or not counts.current():
+            cursor.execute(f"SELECT count(*) FROM {name} AS f WHERE {scope}", scope_params)
+            counts = _ScopeCounts(cursor.fetchone()[0], time.monotonic())
+            if kept and counts.rows >= PRUNE_FROM_ROWS:
+                for stale in [
+                    k for k, kept_counts in _SCOPE_COUNTS.items() if not kept_counts.current()
+                ]:
+                    del _SCOPE_COUNTS[stale]  # agents not searched for a while
+                _SCOPE_COUNTS[key] = counts
+        missing = [term for term in terms if term not in counts.docs]
+        if missing:
+            # A term's rows as BM25 counts them: those where it matches (a word in the text or
+            # its context, a bigram in their CJK terms, a day's phrase), through the GIN index.
+            # A word unweighted: its lexemes are never CJK, so never C or D, and the index
+            # answers without reading each row's tsvector (3.4x faster for a frequent word).
+            cursor.execute(
+                _TERMS + f"SELECT n, (SELECT count(*) FROM {name} AS f WHERE {scope} "
+                "AND f.doc @@ CASE kind WHEN 'word' THEN (SELECT string_agg(quote_literal(l), "
+                "' | ') FROM unnest(lexemes) AS l)::tsquery ELSE q END) FROM usable",
+                [[t.kind for t in missing], [t.text for t in missing], *scope_params],
+            )
+            found = dict(cursor.fetchall())
+            for number, term in enumerate(missing, start=1):
+                counts.docs[term] = found.get(number, 0)  # no lexeme: matches no row
+    return counts
+
+
+def _scored_terms(terms: Sequence[Term], counts: _ScopeCounts) -> tuple[list[Term], set[Term]]:
+    """(the terms that weigh, the rarer of them whose rows are scored), as described above."""
+    held = [term for term in terms if counts.docs[term] > 0]
+    if counts.rows < PRUNE_FROM_ROWS:
+        return held, set(held)
+    weighing = [term for term in held if 2 * counts.docs[term] < counts.rows] or held
+    rare: set[Term] = set()
+    rows = 0
+    for term in sorted(weighing, key=lambda t: counts.docs[t]):
+        if rows >= GATE_ROWS:
+            break
+        rare.add(term)
+        rows += counts.docs[term]
+    return weighing, rare
+
 
 def lexical_search(
     table: LexicalTable,
@@ -297,6 +493,11 @@ def lexical_search(
     if session_id is not None:
         scope.append("f.session_id = %s")
         scope_params.append(session_id)
+    scoped = " AND ".join(scope)
+    counts = _scope_counts(table, terms, scoped, scope_params, using)
+    terms, rare = _scored_terms(terms, counts)
+    if not terms:
+        return []
     join, conditions, params = "", [], []
     if filters:
         join = f"JOIN {_q(table.source)} AS source ON source.id = hit.rowid"
@@ -307,41 +508,45 @@ def lexical_search(
         conditions.append("hit.rowid <> ALL(%s)")
         params.append(list(exclude))
     where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
-    scoped = " AND ".join(scope)
     # BM25 as FTS5 computes it: a term's occurrences in a row count 1 in the text and 0.5 in
     # the context (FTS5's column weights), a row's length is its number of distinct lexemes
-    # (what a tsvector tells without being unpacked), against the mean of the matching rows,
-    # and a term's inverse document frequency is counted in scope, floored just above zero for
-    # terms in most rows. Each matching row's tsvector is cut down to the query's lexemes
-    # before it is unnested (ts_delete of what ts_delete of them leaves): unnesting whole rows
-    # took longer on LoCoMo (docs/EVALUATION.md, "PostgreSQL against SQLite").
+    # (what a tsvector tells without being unpacked), against the mean of the scored rows,
+    # and a term's inverse document frequency is counted in scope (`counts`), floored just
+    # above zero for terms in most rows. Each scored row's tsvector is cut down to the query's
+    # lexemes before it is unnested (ts_delete of what ts_delete of them leaves): unnesting
+    # whole rows took longer on LoCoMo (docs/EVALUATION.md, "PostgreSQL against SQLite").
     sql = (
         _TERMS
-        + f", matched AS MATERIALIZED (SELECT f.rowid, f.doc FROM {name} AS f WHERE {scoped} "
-        "AND f.doc @@ (SELECT string_agg('(' || q::text || ')', ' | ')::tsquery FROM usable)), "
-        "occurrence AS (SELECT m.rowid, t.n, CASE w WHEN t.text_weight THEN 1.0 "
+        # Each row's length travels with its occurrences: joined back to the rows scored, it
+        # was a nested loop over both (the planner estimates 50 rows matched): seconds.
+        + ", matched AS MATERIALIZED (SELECT f.rowid, f.doc, length(f.doc) AS dl FROM "
+        f"{name} AS f WHERE {scoped} AND f.doc @@ (SELECT string_agg('(' || q::text || ')', "
+        "' | ')::tsquery FROM usable JOIN unnest(%s::int[]) AS rare(n) USING (n))), "
+        "occurrence AS (SELECT m.rowid, m.dl, t.n, CASE w WHEN t.text_weight THEN 1.0::float8 "
         "WHEN t.context_weight THEN 0.5 ELSE 0 END AS weight FROM matched AS m "
         "CROSS JOIN LATERAL unnest(ts_delete(m.doc, tsvector_to_array(ts_delete(m.doc, "
         "(SELECT array_agg(lexeme) FROM term_lexeme))))) AS x "
         "JOIN term_lexeme AS t ON t.lexeme = x.lexeme "
         "CROSS JOIN LATERAL unnest(x.weights) AS w "
-        "UNION ALL SELECT m.rowid, u.n, 1.0 FROM matched AS m JOIN usable AS u "
+        "UNION ALL SELECT m.rowid, m.dl, u.n, 1.0::float8 FROM matched AS m JOIN usable AS u "
         "ON u.kind = 'day' AND m.doc @@ u.q), "
-        "hit AS (SELECT rowid, n, sum(weight) AS tf FROM occurrence GROUP BY rowid, n "
+        "hit AS (SELECT rowid, dl, n, sum(weight) AS tf FROM occurrence GROUP BY rowid, dl, n "
         "HAVING sum(weight) > 0), "
-        # MATERIALIZED: inlined, the planner (estimating one hit) ran the count of the
-        # agent's rows once per hit (docs/BENCHMARKS.md, PostgreSQL's "Context assembly").
-        "df AS MATERIALIZED (SELECT n, count(*) AS df FROM hit GROUP BY n), "
-        "dl AS (SELECT rowid, length(doc) AS dl, avg(length(doc)) OVER () AS avgdl FROM matched), "
-        f"total AS MATERIALIZED (SELECT count(*) AS n FROM {name} AS f WHERE {scoped}) "
-        "SELECT hit.rowid, sum(greatest(ln((total.n - df.df + 0.5) / (df.df + 0.5)), 1e-6) "
-        f"* hit.tf * {BM25_K1 + 1} / (hit.tf + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * dl.dl "
-        f"/ dl.avgdl)))::float8 AS score FROM hit JOIN df USING (n) JOIN dl USING (rowid) "
-        f"CROSS JOIN total {join} {where} GROUP BY hit.rowid ORDER BY score DESC, hit.rowid "
-        "LIMIT %s"
+        # float8, not numeric: numeric's ln and divisions per row took a quarter of the time.
+        "idf AS (SELECT n, greatest(ln((%s - df + 0.5) / (df + 0.5)), 1e-6) AS idf "
+        "FROM unnest(%s::float8[]) WITH ORDINALITY AS d(df, n)) "
+        f"SELECT hit.rowid, sum(idf.idf * hit.tf * {BM25_K1 + 1} / (hit.tf + {BM25_K1} * "
+        f"(1 - {BM25_B} + {BM25_B} * hit.dl / mean.dl))) AS score FROM hit JOIN idf USING (n) "
+        f"CROSS JOIN (SELECT avg(dl::float8) AS dl FROM matched) AS mean {join} {where} "
+        "GROUP BY hit.rowid ORDER BY score DESC, hit.rowid LIMIT %s"
     )
     kinds = [term.kind for term in terms]
     texts = [term.text for term in terms]
+    rare_numbers = [number for number, term in enumerate(terms, start=1) if term in rare]
+    docs = [counts.docs[term] for term in terms]
     with connections[using].cursor() as cursor:
-        cursor.execute(sql, [kinds, texts, *scope_params, *scope_params, *params, k])
+        cursor.execute(
+            sql,
+            [kinds, texts, *scope_params, rare_numbers, counts.rows, docs, *params, k],
+        )
         return [Hit(row_id, score) for row_id, score in cursor.fetchall()]

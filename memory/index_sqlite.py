@@ -116,6 +116,10 @@ def drop_vector_tables(*, using: str = "default") -> None:
         )
 
 
+def maintain_agent_indexes(*, using: str) -> list[str]:
+    return []  # vec0 and the derived index have no per-agent index to keep
+
+
 def vectors_exist(*, using: str = "default") -> bool:
     """Whether any vector table holds a vector."""
     with connections[using].cursor() as cursor:

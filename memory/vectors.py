@@ -314,6 +314,8 @@ def embed_pending(
         _record(error=str(exc))
         raise
     _record(error=None)
+    if embedded:
+        index.maintain_agent_indexes()
     return embedded
 
 

@@ -38,9 +38,11 @@ def _fresh_index_tables_after_transactional_tests(request):
     if marker and marker.kwargs.get("transaction"):
         from django.conf import settings
 
-        from memory import index, index_sqlite
+        from memory import index, index_postgres, index_sqlite
 
-        index_sqlite.forget_term_counts()  # kept only outside transactions: by such tests
+        # Kept only outside transactions: by such tests.
+        index_sqlite.forget_term_counts()
+        index_postgres.forget_term_counts()
         index.drop_vector_tables()
         index.create_vector_tables(dimension=settings.ORCA.embedding_dim)
         if connection.vendor == "postgresql":

@@ -86,3 +86,30 @@ def test_bench_context_keeps_its_store_and_reuses_it(tmp_path):
     reused = manage(tmp_path, "bench_context", *run, "--store", str(stores))
     assert "sessions" not in reused.stderr  # not filled again
     assert "| 12 | 4 | 1 | 8 | derived index |" in reused.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_bench_context_keeps_its_postgres_store_as_a_database(tmp_path):
+    import psycopg
+
+    from tests.settings_postgres import _server  # started once, by whichever pass imports it
+
+    name = "bench_context_2x6_4_1a_8d"
+    small = ["--sessions", "2", "--messages-per-session", "6", "--memories", "4"]
+    run = [*small, "--agents", "1", "--dims", "8", "--queries", "2", "--runs", "1"]
+    url = {"ORCA_DATABASE_URL": _server.get_uri("postgres")}
+    try:
+        built = manage(tmp_path, "bench_context", *run, "--store", str(tmp_path), **url)
+        assert "sessions" in built.stderr  # filled
+        reused = manage(tmp_path, "bench_context", *run, "--store", str(tmp_path), **url)
+        assert "sessions" not in reused.stderr  # not filled again
+        assert "| 12 | 4 | 1 | 8 | HNSW |" in reused.stdout
+        with psycopg.connect(_server.get_uri("postgres"), autocommit=True) as admin:
+            kept = admin.execute(
+                "SELECT datname FROM pg_database WHERE datname LIKE 'bench\\_context\\_%'"
+            ).fetchall()
+        assert kept == [(name,)]
+    finally:
+        with psycopg.connect(_server.get_uri("postgres"), autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

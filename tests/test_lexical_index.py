@@ -11,7 +11,7 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from memory import index, index_sqlite
+from memory import index, index_postgres, index_sqlite
 from memory.index import MEMORY_TEXT, MESSAGE_TEXT, SUMMARY_TEXT
 from memory.index_schema import query_terms
 from memory.models import LongTermMemory, MainMessage, ShortTermMemory
@@ -408,3 +408,71 @@ def test_a_small_table_has_no_gate(monkeypatch):
     kiln = message("A kiln for pottery.")
     pottery = message("Pottery class.")
     assert set(found("kiln pottery")) == {kiln.pk, pottery.pk}  # under PRUNE_FROM_ROWS rows
+
+
+# --- PostgreSQL: the terms that weigh, and the rows worth scoring ----------------------------
+
+
+@pytest.fixture
+def postgres_prunes_any_scope(monkeypatch):
+    """Words in half the scope's rows are left out from 10,000 rows on; here from the first."""
+    monkeypatch.setattr(index_postgres, "PRUNE_FROM_ROWS", 1)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's counts")
+def test_postgres_leaves_out_a_word_in_half_the_agents_rows(postgres_prunes_any_scope):
+    weather = [message(f"The weather today, note {n}.") for n in range(6)]
+    pottery = message("The weather was fine for pottery.")
+    kiln = message("A kiln for pottery, the pottery kiln.")
+    message("Nothing else.")
+    for n in range(20):
+        message(f"Pottery and kilns elsewhere {n}.", agent="a2")  # another agent's counts
+    # "weather" is in 7 of a1's 9 rows: its idf is floored, the rows holding only it go.
+    assert found("weather pottery kiln") == [kiln.pk, pottery.pk]
+    # A query of frequent words alone keeps them.
+    assert sorted(found("weather")) == sorted([*(m.pk for m in weather), pottery.pk])
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's counts")
+def test_postgres_scores_only_the_rows_of_the_rarer_words_once_they_hold_enough(
+    postgres_prunes_any_scope, monkeypatch
+):
+    kiln = [message("A kiln for pottery, the pottery kiln."), message("The kiln and its glaze.")]
+    pottery = [message(f"Pottery class {n}.") for n in range(3)]
+    for n in range(6):
+        message(f"Nothing else {n}.")
+    everything = index.lexical_search(MESSAGE_TEXT, agent_id="a1", query="kiln pottery", k=10)
+    assert {hit.id for hit in everything} == {m.pk for m in kiln + pottery}
+
+    monkeypatch.setattr(index_postgres, "GATE_ROWS", 2)  # "kiln" (2 rows) alone reaches it
+    gated = index.lexical_search(MESSAGE_TEXT, agent_id="a1", query="kiln pottery", k=10)
+    assert [hit.id for hit in gated] == [kiln[0].pk, kiln[1].pk]
+    # Each scored with both words, as before; only the mean length is of the rows scored.
+    assert all(hit.score > 0 for hit in gated)
+    assert gated[0].score > max(
+        hit.score for hit in everything if hit.id in {m.pk for m in pottery}
+    )
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's counts")
+def test_postgres_below_the_threshold_nothing_is_left_out():
+    for n in range(3):
+        message(f"tea {n}")
+    message("cake")
+    assert len(found("tea cake")) == 4  # under PRUNE_FROM_ROWS rows: every word scores
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's counts")
+@pytest.mark.django_db(transaction=True)
+def test_postgres_keeps_an_agents_counts_outside_a_transaction(postgres_prunes_any_scope):
+    for n in range(3):
+        message(f"tea {n}")
+    message("cake")
+    index_postgres.forget_term_counts()
+    with CaptureQueriesContext(connection) as queries:
+        assert found("tea cake") == found("tea cake")
+    assert len(queries) == 4  # counted once (scope, words), then the search twice
+    with transaction.atomic(), CaptureQueriesContext(connection) as queries:
+        found("tea cake")
+    assert len(queries) == 3  # in a transaction, what was kept is not used: counted anew
+    index_postgres.forget_term_counts()

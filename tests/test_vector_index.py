@@ -8,7 +8,7 @@ import pytest
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 
-from memory import index
+from memory import index, index_postgres
 from memory.index import MESSAGE_VECTORS, Filter
 
 pytestmark = pytest.mark.django_db
@@ -185,3 +185,61 @@ def _postgres_embedding_column(sql, table: str) -> tuple[str, str]:
         "WHERE attrelid = %s::regclass AND attname = 'embedding'",
         [table],
     )[0]
+
+
+# --- PostgreSQL: an HNSW index of its own for a large agent ----------------------------------
+
+
+def _agent_indexes(sql) -> dict[str, str]:
+    """The message vectors' partial indexes: name -> predicate."""
+    rows = sql(
+        "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s AND indexname LIKE %s",
+        [MESSAGE_VECTORS.name, index_postgres.AGENT_INDEX_PREFIX.replace("_", "\\_") + "%"],
+    )
+    return {name: definition.split(" WHERE ", 1)[1] for name, definition in rows}
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's HNSW indexes")
+@pytest.mark.django_db(transaction=True)
+def test_postgres_builds_an_index_for_a_large_agent_and_drops_it_once_small(sql, monkeypatch):
+    monkeypatch.setattr(index_postgres, "AGENT_INDEX_ROWS", 4)
+    index_postgres.forget_agent_index_checks()
+    for row_id in range(1, 5):
+        put(row_id, unit(row_id, wobble=0.1), agent="big")
+    assert index.maintain_agent_indexes() == []  # it holds every vector: the shared graph's
+    for row_id in range(5, 10):
+        put(row_id, unit(0), agent=f"small-{row_id}")
+    before = index.knn(MESSAGE_VECTORS, agent_id="big", embedding=unit(2), k=3)
+
+    index_postgres.forget_agent_index_checks()
+    built = index.maintain_agent_indexes()
+
+    name = index_postgres.agent_index_name("big")
+    assert built == [name]
+    assert _agent_indexes(sql) == {name: "(agent_id = 'big'::text)"}
+    assert index.knn(MESSAGE_VECTORS, agent_id="big", embedding=unit(2), k=3) == before
+    # Of the two HNSW indexes the planner takes the agent's (sorts are off: on 5 rows a sort
+    # would win, as it does for a small agent).
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off; SET LOCAL enable_sort = off")
+        cursor.execute(
+            "EXPLAIN SELECT msg_id FROM vec_main_messages WHERE agent_id = 'big' "
+            "ORDER BY embedding <=> %s::vector LIMIT 3",
+            [str(unit(2))],
+        )
+        plan = "\n".join(line for (line,) in cursor.fetchall())
+    assert name in plan, plan
+
+    assert index.maintain_agent_indexes() == []  # checked a moment ago: not again yet
+    index.vector_delete(MESSAGE_VECTORS, [1, 2, 3])  # 1 of 4 left: under half
+    index_postgres.forget_agent_index_checks()
+    assert index.maintain_agent_indexes() == [name]
+    assert _agent_indexes(sql) == {}
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's HNSW indexes")
+def test_postgres_builds_no_index_inside_a_transaction(monkeypatch):
+    monkeypatch.setattr(index_postgres, "AGENT_INDEX_ROWS", 1)
+    index_postgres.forget_agent_index_checks()
+    put(1, unit(0), agent="big")
+    assert index.maintain_agent_indexes() == []  # CREATE INDEX CONCURRENTLY cannot run here

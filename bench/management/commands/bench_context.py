@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandParser
 from django.db import connections, transaction
 from tqdm import tqdm
 
@@ -173,7 +174,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--store",
             type=Path,
-            help="a folder keeping each row's store (SQLite): built when missing, else reused, "
+            help="a folder keeping each row's store (SQLite; on PostgreSQL a database on the "
+            "server named after the store, the folder unused): built when missing, else reused, "
             "so that two versions of the code can be timed on the same store",
         )
         parser.add_argument(
@@ -188,8 +190,6 @@ class Command(BaseCommand):
             "median of the runs (lowest-highest run)\n"
         )
         sqlite = connections["default"].vendor == "sqlite"
-        if options["store"] and not sqlite:
-            raise CommandError("--store keeps SQLite stores only")
         self.stdout.write(
             "| messages | memories | agents | dims | KNN by | context_build p50 ms | p95 ms |"
         )
@@ -260,6 +260,9 @@ class Command(BaseCommand):
             f"{options['sessions']}x{options['messages_per_session']}-"
             f"{options['memories']}-{agents}a-{embedder.signature.dimension}d"
         )
+        if connections["default"].vendor == "postgresql":
+            self._open_kept_database(options, agents, embedder, f"bench_context_{shape}")
+            return
         path = kept / f"context-{shape}.db"
         if path.exists():
             connection = connections["default"]
@@ -274,6 +277,29 @@ class Command(BaseCommand):
         connections["default"].close()
         building.rename(path)  # only a whole store is kept
         connections["default"].settings_dict["NAME"] = path
+
+    def _open_kept_database(
+        self, options: dict[str, Any], agents: int, embedder: FakeEmbedder, name: str
+    ) -> None:
+        """The store kept as the database `name` on the PostgreSQL server: built under another
+        name and renamed once whole, as the SQLite file is."""
+        connection = connections["default"]
+        name = name.replace("-", "_")
+        connection.close()
+        with connection._nodb_cursor() as cursor:
+            cursor.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name])
+            kept = cursor.fetchone() is not None
+            if not kept:
+                cursor.execute(f'DROP DATABASE IF EXISTS "{name}_building"')
+                cursor.execute(f'CREATE DATABASE "{name}_building"')
+        if not kept:
+            connection.settings_dict["NAME"] = f"{name}_building"
+            call_command("migrate", verbosity=0, interactive=False)
+            self._fill(options, agents, embedder)
+            connection.close()
+            with connection._nodb_cursor() as cursor:
+                cursor.execute(f'ALTER DATABASE "{name}_building" RENAME TO "{name}"')
+        connection.settings_dict["NAME"] = name
 
     def _fill(self, options: dict[str, Any], agents: int, embedder: FakeEmbedder) -> None:
         rng = random.Random(7)
@@ -329,6 +355,13 @@ class Command(BaseCommand):
         derived vector index, as a server's first calls do (timed here, not in the runs)."""
         index_numpy.clear()  # the matrices of the previous row's database
         start = time.perf_counter()
+        # The per-agent indexes the task worker keeps after embedding (PostgreSQL), for a
+        # store kept from before they were built.
+        built = index.maintain_agent_indexes()
+        if built:
+            seconds = time.perf_counter() - start
+            self.stderr.write(f"{len(built)} agent index(es) built in {seconds:.1f} s")
+            start = time.perf_counter()
         for number in range(agents):  # session n belongs to agent n % agents
             context_build(
                 agent_id=_agent(number, agents),
