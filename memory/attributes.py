@@ -60,16 +60,22 @@ _WEIGHT = r"(kg|kgs|kilos?|kilograms?|lbs?|pounds|stone)"
 _JOBS = (
     r"(engineer|developer|programmer|designer|nurse|doctor|physician|surgeon|dentist|teacher"
     r"|lecturer|professor|researcher|scientist|analyst|accountant|lawyer|solicitor|architect"
-    r"|manager|consultant|journalist|writer|editor|translator|chef|cook|baker|barista"
+    r"|manager|consultant|journalist|writer|editor|translator|chef|baker|barista"
     r"|electrician|plumber|carpenter|mechanic|pharmacist|therapist|paramedic|firefighter"
-    r"|police officer|officer|pilot|driver|student|librarian|photographer|artist|musician"
+    r"|police officer|officer|pilot|(bus|taxi|truck|lorry|delivery) driver|student|librarian"
+    r"|photographer|artist|musician"
     r"|actor|salesperson|recruiter|marketer|product owner|data scientist|freelancer"
     r"|vet|veterinarian|social worker|carer|caregiver|cashier|receptionist|clerk)s?"
 )
 _JOBS_ZH = (
     r"(工程师|设计师|程序员|护士|医生|大夫|老师|教师|律师|会计|经理|主管|记者|编辑|翻译|厨师"
     r"|司机|警察|研究员|分析师|产品经理|运营|销售|咨询师|建筑师|药剂师|摄影师|学生|研究生"
-    r"|博士生|公务员|客服|店长|教授|讲师|架构师|测试|前端|后端|数据科学家|自由职业者)"
+    r"|博士生|公务员|客服|店长|教授|讲师|架构师|数据科学家|自由职业者)"
+)
+# "I'm a terrible writer", "a careful driver": how one does a thing, not one's job.
+_NOT_A_JOB = (
+    r"(?!(good|bad|great|terrible|awful|careful|decent|big|huge|total|slow|fast|picky|nervous"
+    r"|lazy|messy|better|worse|keen|amateur|aspiring|wannabe|hobby|weekend)\b)"
 )
 _PHONE_BRANDS = (
     r"iphone|pixel|galaxy|oneplus|xperia|redmi|xiaomi|huawei|motorola|moto|oppo|vivo|honor"
@@ -213,7 +219,7 @@ ATTRIBUTES = (
         gettext_noop("occupation"),
         said=(
             rf"\b(i|i now|i still) work as an? ([\w-]+ ){{0,3}}{_JOBS}\b",
-            rf"\b(i'm|i am) (now |still )?an? ([\w-]+ ){{0,3}}{_JOBS}\b",
+            rf"\b(i'm|i am) (now |still )?an? {_NOT_A_JOB}([\w-]+ ){{0,3}}{_JOBS}\b",
             rf"\bmy (job|role|position) is (an? )?([\w-]+ ){{0,3}}{_JOBS}\b",
             # not 我是设计师的朋友; 我是做产品经理的 is one's own job
             rf"我(现在)?是(一名|一个|个)?[^，。,！!？?]{{0,12}}?{_JOBS_ZH}(?!的(?![，。,！!？?]|$))",

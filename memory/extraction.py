@@ -347,13 +347,13 @@ CLAUSE_REJECT = (
 _ENDS_ON_A_POINTER = re.compile(r"\b(it|this|that|them|those|these)\W*$", re.IGNORECASE)
 _SENTENCE_REJECT = re.compile("|".join(SENTENCE_REJECT), re.IGNORECASE)
 _CLAUSE_REJECT = re.compile(_filled("|".join(CLAUSE_REJECT)), re.IGNORECASE)
-# Asides, cut out of a sentence before it is judged: a question ("I'm building a CLI in Rust,
-# any tips?") and courtesies ("Hi, I'm Dana, nice to meet you!").
 # Weighing a choice of its own ("在商量要不要住在一起"): undecided itself, it leaves the clause
 # before it standing, where a hedge ("还没决定", "可能吧") takes it back.
 _DELIBERATION = re.compile(
     r"(我们|我)?(在|正在|还在|一直在)?(商量|讨论|考虑|纠结)着?(要不要|是否|该不该)"
 )
+# Asides, cut out of a sentence before it is judged: a question ("I'm building a CLI in Rust,
+# any tips?") and courtesies ("Hi, I'm Dana, nice to meet you!").
 _ASIDE = re.compile(
     r"[?？]|[吗呢][。！!～~]*$|\b((nice|good|great|glad|pleased) to meet you|thanks?( you)?"
     r"( so much| a lot)?( for (your|the) help)?)\W*$|很高兴认识(你|您)|认识(你|您)很高兴"

@@ -76,6 +76,8 @@ NOT_STATED = [
     "我买了5公斤大米。",
     "I take the bus to the beach on weekends.",  # not to work
     "I'm a morning person.",  # no job
+    "I'm a terrible writer, so edit this for me.",  # how, not a job
+    "我是测试一下这个功能。",
     "我是设计师的朋友。",  # someone else's job
     "My budget is tight this month.",
     "The new Kia EV6 is out.",  # whose?
