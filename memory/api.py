@@ -273,6 +273,12 @@ class SearchHitOut(Schema):
     vector_score: float | None = Field(description="cosine similarity to the query")
     lexical_rank: int | None
     vector_rank: int | None
+    raised: list[str] = Field(
+        description="why a hybrid search raised it above its words and meaning: \"said in "
+        "the period the query names\", \"tells of its own day, and the query asks when\", "
+        "\"the person's words that answer it, known from a memory\" (the current value of an "
+        "attribute asked for, a preference a recommendation must respect)"
+    )
 
 
 class SearchOut(Schema):

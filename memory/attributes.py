@@ -169,6 +169,18 @@ ATTRIBUTES = (
         ),
     ),
     _attribute(
+        gettext_noop("hometown"),
+        said=(
+            rf"\b(i|we) grew up (in|on|near|outside|around) {_CAP}"
+            rf"|\b(i'm|i am) originally from {_CAP}|\bmy home ?town is {_CAP}",
+            rf"我(是|也是)?(从小|小时候)?在{_CJK}{{2,6}}?长大|我(的)?老家(是|在){_CJK}{{2}}",
+        ),
+        asked=(
+            r"\bwhere did (i|we) grow up\b|\bwhere am i (originally )?from\b|\bmy home ?town\b",
+            r"我[^，。,？?]{0,3}在哪(里|儿)?长大|我的?老家(在|是)?哪|我是哪(里)?人",
+        ),
+    ),
+    _attribute(
         gettext_noop("commute"),
         said=(
             r"\b(take|ride|catch|get) the (subway|metro|tube|underground|bus|train|tram|ferry)"
@@ -299,9 +311,12 @@ ATTRIBUTES = (
     _attribute(
         gettext_noop("car"),
         said=(
-            rf"\b(drive|driving|drove|bought|got|sold|traded in) (a|an|the|my|our) (new |used )?"
-            rf"(\d{{4}} )?{_CAP}",
-            rf"\bcar is (now )?(a|an|the) {_CAP}|\b(my|our|a|an|the) ({_CAR_BRANDS})\b",
+            # Driving names a car by any name; what one bought or got, by a maker's ("I got
+            # a Domino's delivered" is dinner).
+            rf"\b(drive|driving|drove) (a|an|the|my|our) (new |used |old )?(\d{{4}} )?{_CAP}",
+            rf"\bcar is (now )?(a|an|the) {_CAP}"
+            rf"|\b(my|our|a|an|the) ({_CAR_BRANDS})\b"
+            rf"|\b(my|our|a|an) (new|used|old) (\d{{4}} )?({_CAR_BRANDS})\b",
             r"开的是|新车|新买的|(那|一)辆|换了辆|车是|现在开(?!会|心|始|学|课|门|关|发|放|玩)",
             rf"(开|买了|换了|提了)辆?({_CAR_BRANDS_ZH})",
         ),

@@ -57,7 +57,6 @@ from memory.models import LongTermMemory, MainMessage, MemoryType, Role, ShortTe
 from memory.phrases import Phrase, attribute_label
 from memory.questions import asks_about_replies, is_recommendation
 from memory.recall_fill import RecallFiller
-from memory.recall_rank import ranked
 from memory.relevance import (
     RECOMMENDATION_FLOOR_SHARE,
     Verdict,
@@ -868,9 +867,7 @@ def _recall(
     verdicts = _recall_verdicts(
         result.hits, query, terms, embedded, recommending=is_recommendation(query)
     )
-    relevant = ranked(
-        [hit for hit in result.hits if verdicts[hit.message.pk].relevant], query=query, now=now
-    )
+    relevant = [hit for hit in result.hits if verdicts[hit.message.pk].relevant]
     below = [
         LeftOut(hit.message.pk, verdicts[hit.message.pk].why, hit.score)
         for hit in result.hits

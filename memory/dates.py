@@ -305,6 +305,20 @@ def find_days(text: str, *, now: datetime) -> list[Day]:
     return list(dict.fromkeys(m.day for m in find_day_mentions(text, now=now)))
 
 
+# A message that tells of its own day: "I sat the exam this morning", "昨天签了合同".
+_ITS_DAY = re.compile(
+    r"\b(?:today|yesterday|tonight|this (?:morning|afternoon|evening)|last night)\b"
+    r"|今天|今日|昨天|昨日|前天|今早|今晚|昨晚",
+    re.IGNORECASE,
+)
+
+
+def tells_of_its_day(text: str) -> bool:
+    """Whether a message tells of the day it was said or the one before (today, this morning,
+    yesterday, last night, 今天, 昨晚...): what happened then, which its date dates."""
+    return bool(_ITS_DAY.search(text))
+
+
 # --- periods -------------------------------------------------------------------------------
 
 

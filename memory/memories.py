@@ -21,6 +21,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from memory import attributes, index, scheduling
+from memory.embeddings import Thresholds
 from memory.models import (
     AUTOMATIC_ACTORS,
     LongTermMemory,
@@ -30,6 +31,7 @@ from memory.models import (
     MemorySource,
     MemoryType,
 )
+from memory.relevance import RECOMMENDATION_TYPES, memory_verdict
 from memory.validation import (
     InvalidInput,
     check_confidence,
@@ -137,18 +139,56 @@ def source_message_ids(memory_ids: Iterable[int]) -> dict[int, tuple[int, ...]]:
     return found
 
 
+def current_value(agent_id: str, query: str, now: datetime) -> LongTermMemory | None:
+    """For a question asking for one of the person's attributes ("Which city do I live in
+    now?", memory.attributes), the newest active memory giving it a value: the older ones are
+    superseded. The context shows it, and search raises the message it was said in."""
+    attribute = attributes.asked(query)
+    if attribute is None:
+        return None
+    active = LongTermMemory.objects.filter(agent_id=agent_id).active().current(now)
+    return active.filter(attribute=attribute).newest_said_first().first()
+
+
+def to_respect(
+    agent_id: str, query: str, vector: Sequence[float], thresholds: Thresholds, now: datetime
+) -> list[LongTermMemory]:
+    """For a recommendation question ("Can you recommend a gift?", memory.questions), the
+    person's preferences and facts it must respect, as the context's type-aware floors judge
+    them (memory.relevance's `memory_verdict`), most similar first."""
+    hits = {hit.id: hit.score for hit in memories_like(agent_id=agent_id, vector=vector, k=20)}
+    active = LongTermMemory.objects.filter(agent_id=agent_id, pk__in=hits).active().current(now)
+    kept = [
+        memory
+        for memory in active.filter(memory_type__in=RECOMMENDATION_TYPES)
+        if memory_verdict(
+            memory_type=memory.memory_type,
+            content=memory.content,
+            similarity=hits[memory.pk],
+            thresholds=thresholds,
+            base=thresholds.relevance,
+            query=query,
+            terms=None,
+            recommending=True,
+        ).relevant
+    ]
+    return sorted(kept, key=lambda memory: -hits[memory.pk])
+
+
 def derive_attributes(*, using: str, apps: Any = None, **_: Any) -> None:
-    """`post_migrate` receiver: the attribute of each memory whose column is still null
-    (rows from before migration 0025, or written with plain SQL), by today's rule. Reads the
+    """`post_migrate` receiver: each memory's attribute by today's rule, where it differs
+    from the column (null in rows from before migration 0025 or written with plain SQL; the
+    rule's older reading where a release taught it an attribute or corrected one). Reads the
     schema `migrate` left (`apps`; `flush` sends none: today's), so a migration back to
     before the column does nothing."""
     model = (apps or django_apps).get_model("memory", "LongTermMemory")
     if "attribute" not in {field.name for field in model._meta.get_fields()}:
         return
-    pending = model.objects.using(using).filter(attribute__isnull=True)
-    for pk, content in pending.values_list("pk", "content").iterator():
+    rows = model.objects.using(using).values_list("pk", "content", "attribute")
+    for pk, content, attribute in rows.iterator():
         derived = attributes.of_memory(content) or ""
-        model.objects.using(using).filter(pk=pk).update(attribute=derived)
+        if derived != attribute:
+            model.objects.using(using).filter(pk=pk).update(attribute=derived)
 
 
 def memory_create(

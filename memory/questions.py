@@ -43,6 +43,17 @@ RECOMMENDATION_PATTERNS: tuple[str, ...] = (
 )
 
 
+# When something happened: "On what day did I ...", "How many days did it take ...", "When
+# did we ...", "我是哪天...", "过了多少天", "什么时候": the answer is the message that told of it
+# on its day ("I sat the exam this morning", "昨天签了合同").
+ASKS_WHEN: tuple[str, ...] = (
+    r"\bwhen did\b|\b(?:what|which) day\b|\bhow many days\b|\bhow long (?:ago|did)\b"
+    r"|\bwhat date\b",
+    # not "什么时候锻炼比较好" (a recommendation) nor 这几天 ("these days")
+    r"哪天|哪一天|几号|多少天|(?<![这前])几天|什么时候[^，。？?！!]{0,12}(?:的|了)",
+)
+
+
 def _compiled(patterns: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile("|".join(patterns), re.IGNORECASE)
 
@@ -50,6 +61,12 @@ def _compiled(patterns: tuple[str, ...]) -> re.Pattern[str]:
 _PAST_REPLIES = _compiled(ABOUT_PAST_REPLIES)
 _REPLIES = _compiled(ABOUT_PAST_REPLIES + ASKED_OF_THE_AGENT)
 _RECOMMENDATION = _compiled(RECOMMENDATION_PATTERNS)
+_WHEN = _compiled(ASKS_WHEN)
+
+
+def asks_when(query: str | None) -> bool:
+    """Whether the query asks when something happened, or how long between two things."""
+    return bool(query and _WHEN.search(query))
 
 
 def asks_about_replies(query: str | None) -> bool:

@@ -2,7 +2,10 @@
 
 Hybrid fuses the two ranked lists; every hit keeps its component scores and ranks so a
 result can be explained. Without usable vectors, vector and hybrid searches answer
-lexically and say why in `degraded`.
+lexically and say why in `degraded`. A hybrid search (the default, and the context's
+recall) also raises what words and meaning miss, saying so in each hit's `raised`: the
+messages of a period the query names, and the person's words that answer it, known from
+their long-term memories.
 """
 
 from __future__ import annotations
@@ -13,12 +16,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, get_args
 
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from memory import index
+from memory.dates import Period, find_periods, tells_of_its_day
 from memory.extraction import speaks_for_a_person
 from memory.index import Filter, Hit
+from memory.memories import current_value, to_respect
 from memory.models import MainMessage, Role
-from memory.questions import asks_about_replies
+from memory.questions import asks_about_replies, asks_when, is_recommendation
 from memory.text import folded
 from memory.validation import InvalidInput
 from memory.vectors import QueryEmbedding, query_embedding
@@ -39,6 +45,32 @@ ECHO_WINDOW = timedelta(minutes=10)
 # the agent said (memory.questions.asks_about_replies). A reply by a named person (LoCoMo's
 # second speaker) is a person's words and keeps its score.
 REPLY_WEIGHT = 0.6
+# A question that names a period ("How many times did I order takeout in March?", "last
+# month", 上个月, 三月份: memory.dates.find_periods) is about the messages of that time: a
+# candidate whose day is in the period is raised by this share of the best score. Raised,
+# never required: a period that holds no candidate changes nothing (conversations imported
+# from the past are asked about long after).
+PERIOD_BOOST = 0.3
+# A message tells of the days just before it ("yesterday", "on Saturday"): one dated up to
+# three days after a period may be about it (on LoCoMo's questions naming a period, at 4,096:
+# none 64 evidence turns, three days 65, a week 64).
+TOLD_WITHIN = timedelta(days=3)
+# A question asking when something happened (memory.questions.asks_when) is answered by the
+# message that told of it on its day ("I sat the exam this morning"): a candidate that names
+# a day (memory.dates: today, yesterday, 昨天...) is raised by this share of the best score.
+DAY_BOOST = 0.3
+# What the person said that answers the question, known from their long-term memories,
+# though its words and its vector may be far from the question's: for a question asking for
+# one of their attributes ("What do I do for a living?", memory.attributes) the message its
+# current value was said in ("I'm a data engineer at a bank"); for a recommendation ("Can
+# you recommend a gift?") the messages of the preferences and facts it must respect ("I'd
+# rather make something than buy it"). Raised by this share of the best score: above every
+# other candidate, whose share is at most 1, with PERIOD_BOOST and DAY_BOOST.
+SAID_BOOST = 2.0
+# Why a hit was raised, in the API's words (the dashboard translates them).
+IN_THE_PERIOD = gettext_noop("said in the period the query names")
+OF_ITS_DAY = gettext_noop("tells of its own day, and the query asks when")
+SAID_BY_THE_PERSON = gettext_noop("the person's words that answer it, known from a memory")
 
 
 @dataclass(frozen=True)
@@ -82,6 +114,7 @@ class SearchHit:
     vector_score: float | None  # cosine similarity
     lexical_rank: int | None  # 1-based
     vector_rank: int | None
+    raised: tuple[str, ...] = ()  # why: IN_THE_PERIOD, OF_ITS_DAY, SAID_BY_THE_PERSON
 
 
 @dataclass(frozen=True)
@@ -154,6 +187,9 @@ class Candidates:
     ranked: tuple[Ranked, ...]
     degraded: tuple[str, ...]
     replies_weighed: bool  # the agent's replies count at REPLY_WEIGHT
+    periods: tuple[Period, ...] = ()  # the periods the query names
+    said: frozenset[int] = frozenset()  # the person's messages that answer it (SAID_BOOST)
+    when: bool = False  # the query asks when something happened (DAY_BOOST)
 
     def best(self, fuse: Fusion) -> SearchResult:
         """The best k, hybrid candidates scored by `fuse`, the others by their one score."""
@@ -161,10 +197,13 @@ class Candidates:
             scores = fuse(self.ranked)
         else:
             part = "vector" if self.mode == "vector" else "lexical"
-            scores = {c.id: getattr(c, part) for c in self.ranked}
+            scores = {c.id: getattr(c, part) or 0.0 for c in self.ranked}
         if self.replies_weighed:
             for pk in _agent_replies(self.agent_id, scores):
                 scores[pk] = _weighed(scores[pk])
+        raises = self._raises(scores)
+        if raises:
+            scores = raises.applied(scores)
         best = sorted(self.ranked, key=lambda c: (-scores[c.id], c.id))[: self.k]
         messages = MainMessage.objects.filter(agent_id=self.agent_id).in_bulk([c.id for c in best])
         hits = [
@@ -175,11 +214,60 @@ class Candidates:
                 vector_score=c.vector,
                 lexical_rank=c.lexical_rank,
                 vector_rank=c.vector_rank,
+                raised=raises.why(c.id),
             )
             for c in best
             if c.id in messages  # a vector whose message was deleted meanwhile
         ]
         return SearchResult(mode=self.mode, hits=hits, degraded=list(self.degraded))
+
+    def _raises(self, ids: Iterable[int]) -> Raises:
+        """Which candidates are of a period the query names, or tell of their own day for a
+        question asking when: one query, and none when the query asks for neither."""
+        if not (self.periods or self.when):
+            return Raises(frozenset(), frozenset(), self.said)
+        rows = MainMessage.objects.filter(agent_id=self.agent_id, pk__in=list(ids))
+        in_period, of_its_day = set(), set()
+        for pk, when, text in rows.values_list("pk", "timestamp", "content"):
+            if any(p.holds(when) or p.holds(when - TOLD_WITHIN) for p in self.periods):
+                in_period.add(pk)
+            if self.when and tells_of_its_day(text):
+                of_its_day.add(pk)
+        return Raises(frozenset(in_period), frozenset(of_its_day), self.said)
+
+
+@dataclass(frozen=True)
+class Raises:
+    """The candidates a hybrid search raises above their words and meaning, by why."""
+
+    in_period: frozenset[int]  # PERIOD_BOOST
+    of_its_day: frozenset[int]  # DAY_BOOST
+    said: frozenset[int]  # SAID_BOOST
+
+    def __bool__(self) -> bool:
+        return bool(self.in_period or self.of_its_day or self.said)
+
+    def applied(self, scores: dict[int, float]) -> dict[int, float]:
+        """Scores as shares of the best (the same scale for every mode: BM25 has none), plus
+        each candidate's raises."""
+        best = max(scores.values(), default=0.0)
+        scale = best if best > 0 else 1.0
+        return {pk: score / scale + self._boost(pk) for pk, score in scores.items()}
+
+    def _boost(self, pk: int) -> float:
+        return (
+            PERIOD_BOOST * (pk in self.in_period)
+            + DAY_BOOST * (pk in self.of_its_day)
+            + SAID_BOOST * (pk in self.said)
+        )
+
+    def why(self, pk: int) -> tuple[str, ...]:
+        reasons = (
+            (IN_THE_PERIOD, self.in_period),
+            (OF_ITS_DAY, self.of_its_day),
+            (SAID_BY_THE_PERSON, self.said),
+        )
+        return tuple(reason for reason, raised in reasons if pk in raised)
 
 
 def _agent_replies(agent_id: str, ids: Iterable[int]) -> set[int]:
@@ -194,13 +282,17 @@ def _weighed(score: float) -> float:
     return score * REPLY_WEIGHT if score > 0 else score / REPLY_WEIGHT
 
 
-def _merge(lexical: list[Hit], vector: list[Hit]) -> list[Ranked]:
+def _merge(lexical: list[Hit], vector: list[Hit], stated: Iterable[int]) -> list[Ranked]:
+    """Each candidate once with its place in each list; a stated value (`_stated`) is one
+    even when neither list found it."""
     merged: dict[int, Ranked] = {}
     for rank, hit in enumerate(lexical, 1):
         merged[hit.id] = Ranked(hit.id, lexical=hit.score, lexical_rank=rank)
     for rank, hit in enumerate(vector, 1):
         seen = merged.get(hit.id, Ranked(hit.id))
         merged[hit.id] = Ranked(hit.id, seen.lexical, seen.lexical_rank, hit.score, rank)
+    for pk in stated:
+        merged.setdefault(pk, Ranked(pk))
     return list(merged.values())
 
 
@@ -291,6 +383,7 @@ def candidates(
     degraded: list[str] = []
     vectors: list[Hit] = []
     query_vector: tuple[float, ...] | None = None
+    embedding: QueryEmbedding | None = None
     if mode != "lexical":
         embedding = embedded or query_embedding(query.text)
         query_vector = embedding.vector
@@ -318,12 +411,60 @@ def candidates(
             exclude=query.exclude_ids,
             now=now or timezone.now(),
         )
-    ranked = _merge(lexical, vectors)
+    at = now or timezone.now()
+    hybrid = query.mode == "hybrid"
+    said = _said(agent_id, query, since, until, at, embedding) if hybrid else frozenset()
+    ranked = _merge(lexical, vectors, said)
     if query.drop_echoes:
         ranked = _without_echoes(ranked, query.text)
     if mode == "hybrid" and query_vector is not None:
         ranked = _with_similarities(ranked, agent_id, query_vector)
-    return Candidates(agent_id, mode, query.k, tuple(ranked), tuple(degraded), weighed)
+    periods = tuple(find_periods(query.text, now=at)) if hybrid else ()
+    return Candidates(
+        agent_id,
+        mode,
+        query.k,
+        tuple(ranked),
+        tuple(degraded),
+        weighed,
+        periods,
+        said,
+        hybrid and asks_when(query.text),
+    )
+
+
+def _said(
+    agent_id: str,
+    query: SearchQuery,
+    since: datetime | None,
+    until: datetime | None,
+    now: datetime,
+    embedding: QueryEmbedding | None,
+) -> frozenset[int]:
+    """The person's messages that answer the query (SAID_BOOST), as far as the query's
+    filters admit them: where the current value of the attribute it asks for was said
+    (`memories.current_value`), or the preferences and facts a recommendation must respect
+    (`memories.to_respect`)."""
+    memories = [current_value(agent_id, query.text, now)]
+    # Asked for its advice ("你建议我怎么热身？"), the agent's earlier replies answer first.
+    recommending = is_recommendation(query.text) and not asks_about_replies(query.text)
+    if embedding is not None and embedding.vector is not None and recommending:
+        memories += to_respect(agent_id, query.text, embedding.vector, embedding.thresholds, now)
+    memories = [memory for memory in memories if memory is not None]
+    if not memories:
+        return frozenset()
+    messages = MainMessage.objects.filter(agent_id=agent_id, memory_sources__memory__in=memories)
+    wanted = {
+        "role": query.role,
+        "msg_type": query.msg_type,
+        "session_id": query.session_id,
+        "timestamp__gte": since,
+        "timestamp__lte": until,
+    }
+    messages = messages.filter(**{field: v for field, v in wanted.items() if v is not None})
+    if query.exclude_session is not None:
+        messages = messages.exclude(session_id=query.exclude_session)
+    return frozenset(messages.exclude(pk__in=query.exclude_ids).values_list("pk", flat=True))
 
 
 def search_agents(*, agent_ids: Sequence[str], query: SearchQuery) -> SearchResult:

@@ -40,6 +40,7 @@ STATED = [
     ("I upgraded to a Galaxy S23.", "phone"),
     ("我换了一台小米14。", "phone"),
     ("We bought a used Volvo last year.", "car"),
+    ("We only have one car, an old Toyota RAV4, and my partner needs it.", "car"),
     ("我们家开的是比亚迪汉。", "car"),
     ("Our budget for the sofa is €900.", "budget"),
     ("装修预算是二十万元。", "budget"),
@@ -58,6 +59,8 @@ STATED = [
     ("我最近改成坐公交上班了。", "commute"),
     ("I weigh 82 kg after the holidays.", "weight"),
     ("I work as a paramedic in the city.", "occupation"),
+    ("I grew up in Winnipeg, so bad weather doesn't scare me.", "hometown"),
+    ("我是在青岛长大的，所以这点坏天气不算什么。", "hometown"),
     ("我是做产品经理的。", "occupation"),
     ("体重终于到了65公斤。", "weight"),
 ]
@@ -81,6 +84,9 @@ NOT_STATED = [
     "我是设计师的朋友。",  # someone else's job
     "My budget is tight this month.",
     "The new Kia EV6 is out.",  # whose?
+    "Full honesty: I got a Domino's delivered this morning again.",  # dinner, not a car
+    "My partner grew up in Brighton, so the sea is a big deal for us.",  # the partner's
+    "我爱人是在厦门长大的，所以我们特别喜欢海边。",
     "I have two cats.",  # one more, not one at a time
     "我对花生过敏。",
     "I'm seeing the dentist on Thursday.",  # once, not every week
@@ -127,6 +133,8 @@ def test_a_statement_of_someone_else_or_without_a_value_gives_none(text):
         ("What do I do for a living?", "occupation"),
         ("我是做什么工作的？", "occupation"),
         ("我现在体重多少？", "weight"),
+        ("Where did I grow up?", "hometown"),
+        ("我是在哪里长大的？", "hometown"),
         ("What did I eat yesterday?", None),
         ("Python对象怎么序列化成JSON？", None),
         ("这个页面用什么组件库比较好？", None),
@@ -239,6 +247,27 @@ def test_the_column_follows_the_text_and_is_derived_for_rows_written_without_it(
     written.refresh_from_db()
     assert written.attribute == "learning a language"
     assert LongTermMemory.objects.get(pk=memory.pk).attribute == "employer"
+
+
+@pytest.mark.django_db
+def test_migrate_reads_the_memories_already_there_by_the_rule_of_this_release():
+    # Read by an older rule: no attribute for a hometown, a takeaway read as a car.
+    grew_up = memory_create(
+        agent_id="agent-a", content="I grew up in Winnipeg.", memory_type="fact", actor="api"
+    )
+    takeaway = memory_create(
+        agent_id="agent-a",
+        content="I got a Domino's delivered again.",
+        memory_type="fact",
+        actor="api",
+    )
+    LongTermMemory.objects.filter(pk=grew_up.pk).update(attribute="")
+    LongTermMemory.objects.filter(pk=takeaway.pk).update(attribute="car")
+
+    derive_attributes(using="default")
+
+    assert LongTermMemory.objects.get(pk=grew_up.pk).attribute == "hometown"
+    assert LongTermMemory.objects.get(pk=takeaway.pk).attribute == ""
 
 
 @pytest.mark.django_db

@@ -1,11 +1,11 @@
-"""What a question asks for (memory.questions): what the agent said, or a recommendation; in
-English and Chinese."""
+"""What a question asks for (memory.questions): what the agent said, a recommendation, or when
+something happened; in English and Chinese."""
 
 from __future__ import annotations
 
 import pytest
 
-from memory.questions import asks_about_replies, is_recommendation
+from memory.questions import asks_about_replies, asks_when, is_recommendation
 
 
 @pytest.mark.parametrize(
@@ -56,3 +56,23 @@ def test_it_tells_a_question_about_what_the_agent_said(query, about_replies):
 )
 def test_it_tells_a_request_for_a_recommendation(query, recommending):
     assert is_recommendation(query) is recommending
+
+
+@pytest.mark.parametrize(
+    ("query", "when"),
+    [
+        ("On what day did I have my AWS certification exam?", True),
+        ("How many days did it take me to finish my Spanish course?", True),
+        ("When did we sign the lease?", True),
+        ("我是哪天考的驾照科目二？", True),
+        ("我崴脚之后过了多少天才又去打羽毛球？", True),
+        ("我们是什么时候搬进来的？", True),
+        ("What time of day should I schedule my workouts?", False),
+        ("我一天中什么时候锻炼比较好？", False),  # a recommendation
+        ("这几天我该吃点什么？", False),  # these days
+        ("What am I allergic to?", False),
+        (None, False),
+    ],
+)
+def test_it_tells_a_question_asking_when_something_happened(query, when):
+    assert asks_when(query) is when

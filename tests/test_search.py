@@ -238,7 +238,9 @@ def test_the_endpoint_searches_only_the_keys_agent(corpus, api_for):
         "vector_score",
         "lexical_rank",
         "vector_rank",
+        "raised",
     }
+    assert body["hits"][0]["raised"] == []
     assert corpus["other"].pk not in [hit["message"]["id"] for hit in body["hits"]]
     assert api.get("/search", q="tea", mode="semantic").status_code == 422
     assert api.get("/search", q="tea", k=1000).status_code == 422

@@ -392,6 +392,36 @@ def test_a_search_hit_says_why_it_matched_its_words_or_the_messages_before_it(
     shoot(page, "inspector_search_why_zh")
 
 
+def test_a_search_hit_raised_by_a_memory_says_so(page, live_server):  # noqa: F811
+    """ "What do I do for a living?" shares no word with "I work as a paramedic": the search
+    finds it through the memory made of it, and the hit says so in the reader's language."""
+    from playwright.sync_api import expect
+
+    said = message_add(
+        agent_id="agent-d", session_id="d-1", role="user", content="I work as a paramedic."
+    )
+    memory_create(
+        agent_id="agent-d",
+        content="I work as a paramedic.",
+        memory_type="fact",
+        actor="consolidation",
+        source_messages=[said.pk],
+    )
+
+    page.goto(f"{live_server.url}/search/?q=What+do+I+do+for+a+living%3F&agent=agent-d")
+    hit = page.locator(".hit").first
+    expect(hit).to_contain_text("I work as a paramedic.")
+    expect(hit.locator(".why")).to_have_text(
+        "the person's words that answer it, known from a memory"
+    )
+    shoot(page, "inspector_search_raised")
+    page.click("header.site form.language button:has-text('简体中文')")
+    expect(page.locator(".hit").first.locator(".why")).to_have_text(
+        "本人说过、能回答问题的话（来自长期记忆）"
+    )
+    shoot(page, "inspector_search_raised_zh")
+
+
 def test_the_session_list_filters_sorts_and_shows_its_columns(
     conversation,
     page,  # noqa: F811
