@@ -935,6 +935,8 @@ def _recall_verdicts(
 def _without_restated_memories(long_term: Layer[Any], messages: list[Item]) -> Layer[Any]:
     """Long-term memory without the memories that a message in the context (working or
     recalled) already says: the message carries its date and its turn."""
+    if not long_term.items:
+        return long_term
     # Folded once: each memory is compared with every message (~100 of them).
     texts = [(m, folded(m.content)) for m in messages]
     kept: list[Item] = []

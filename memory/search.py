@@ -356,7 +356,7 @@ def _with_similarities(
             index.MESSAGE_VECTORS, agent_id=agent_id, embedding=vector, row_ids=missing
         )
     }
-    return [replace(c, vector=found.get(c.id, c.vector)) for c in ranked]
+    return [replace(c, vector=found[c.id]) if c.id in found else c for c in ranked]
 
 
 def _without_echoes(ranked: list[Ranked], query: str) -> list[Ranked]:
