@@ -27,7 +27,8 @@ from datetime import datetime
 from itertools import accumulate
 from typing import Any
 
-from django.db.models import F, QuerySet
+from django.db.models import F, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.translation import gettext_noop
 
@@ -218,8 +219,9 @@ def _short_term(
 ) -> tuple[list[SummaryItem], list[LeftOut]]:
     """The top 3 summaries of turns whose reply is no longer in working memory, and the
     session's other summaries with why they were left out (a session keeps a few)."""
-    session = ShortTermMemory.objects.of_session(agent_id, session_id)
-    summaries = session.exclude(reply_id__in=working_ids)
+    # A session keeps a few (summaries.SUMMARIES_KEPT): read once, chosen from here.
+    session = list(ShortTermMemory.objects.of_session(agent_id, session_id))
+    summaries = [s for s in session if s.reply_id not in working_ids]
     # Summaries of turns in working memory come back too, and are dropped below.
     k = min(SHORT_TERM_ITEMS + len(working_ids), index.KNN_MAX_K)
     scores: dict[int, float] = {}
@@ -239,13 +241,13 @@ def _short_term(
         )
         scores = {hit.id: hit.score for hit in hits}
         method, why = "lexical", gettext_noop("among the %(n)s best text matches")
-    chosen = list(summaries.filter(pk__in=scores)) if scores else []
+    chosen = [s for s in summaries if s.pk in scores]
     chosen.sort(key=lambda s: -scores[s.pk])
     chosen = chosen[:SHORT_TERM_ITEMS]
     # Summaries not embedded yet, or that say none of the query's words: the newest fill the
     # remaining places.
-    newest = summaries.exclude(pk__in=scores)
-    chosen += list(newest[: SHORT_TERM_ITEMS - len(chosen)])
+    newest = [s for s in summaries if s.pk not in scores]
+    chosen += newest[: SHORT_TERM_ITEMS - len(chosen)]
     items = [
         SummaryItem.made(
             s.pk,
@@ -263,14 +265,14 @@ def _short_term(
     chosen_ids = {s.pk for s in chosen}
     left_out = [
         LeftOut(
-            pk,
+            s.pk,
             gettext_noop("its turn is in working memory")
-            if reply_id in working_ids
+            if s.reply_id in working_ids
             else Phrase(gettext_noop("ranked below the %(n)s chosen"), n=SHORT_TERM_ITEMS),
-            scores.get(pk),
+            scores.get(s.pk),
         )
-        for pk, reply_id in session.values_list("pk", "reply_id")
-        if pk not in chosen_ids
+        for s in session
+        if s.pk not in chosen_ids
     ]
     return items, left_out
 
@@ -278,21 +280,16 @@ def _short_term(
 def _summarised_messages(agent_id: str, session_id: str, items: list[SummaryItem]) -> set[int]:
     """The messages of the turns these summaries stand for: the reply and the messages
     since the previous reply."""
-    covered: set[int] = set()
     session = MainMessage.objects.filter(agent_id=agent_id, session_id=session_id)
+    turns = Q()  # one query for all: each turn's bounds as a condition
     for item in items:
-        reply_id = item.reply_id
-        if reply_id is None:
+        if item.reply_id is None:
             continue
         previous = (
-            session.filter(role=Role.ASSISTANT, id__lt=reply_id)
-            .order_by("-id")
-            .values_list("id", flat=True)
-            .first()
+            session.filter(role=Role.ASSISTANT, id__lt=item.reply_id).order_by("-id").values("id")
         )
-        turn = session.filter(id__lte=reply_id, id__gt=previous or 0)
-        covered.update(turn.values_list("id", flat=True))
-    return covered
+        turns |= Q(id__lte=item.reply_id, id__gt=Coalesce(Subquery(previous[:1]), 0))
+    return set(session.filter(turns).values_list("id", flat=True)) if turns else set()
 
 
 # --- long-term memory ----------------------------------------------------------------------
