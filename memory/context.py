@@ -515,8 +515,8 @@ def _waiting_for_vectors(
     cannot find, judged by their words as on the lexical path (memory.relevance): a memory
     just remembered is in the next call if it says the query's words. The ones that say too
     few are left out, with why; at most LONG_TERM_ITEMS are taken."""
-    terms = query_terms(query)
-    waiting = active.filter(has_embedding=False).order_by("-pk")[:LONG_TERM_CANDIDATES]
+    waiting = list(active.filter(has_embedding=False).order_by("-pk")[:LONG_TERM_CANDIDATES])
+    terms = query_terms(query) if waiting else []
     taken: list[MemoryItem] = []
     passed: list[LeftOut] = []
     for memory in waiting:

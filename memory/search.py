@@ -7,7 +7,7 @@ lexically and say why in `degraded`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, get_args
@@ -162,11 +162,14 @@ class Candidates:
         else:
             part = "vector" if self.mode == "vector" else "lexical"
             scores = {c.id: getattr(c, part) for c in self.ranked}
+        # Every candidate read in one query, for the weighing and for the hits: a context's
+        # search keeps most of them (its k is 100, the candidates 51 to 102).
+        messages = MainMessage.objects.filter(agent_id=self.agent_id).in_bulk(list(scores))
         if self.replies_weighed:
-            for pk in _agent_replies(self.agent_id, scores):
-                scores[pk] = _weighed(scores[pk])
+            for pk, message in messages.items():
+                if _agent_reply(message):
+                    scores[pk] = _weighed(scores[pk])
         best = sorted(self.ranked, key=lambda c: (-scores[c.id], c.id))[: self.k]
-        messages = MainMessage.objects.filter(agent_id=self.agent_id).in_bulk([c.id for c in best])
         hits = [
             SearchHit(
                 message=messages[c.id],
@@ -182,10 +185,9 @@ class Candidates:
         return SearchResult(mode=self.mode, hits=hits, degraded=list(self.degraded))
 
 
-def _agent_replies(agent_id: str, ids: Iterable[int]) -> set[int]:
-    """Which of these messages are the agent's own replies (not a named person's words)."""
-    replies = MainMessage.objects.filter(agent_id=agent_id, pk__in=ids, role=Role.ASSISTANT)
-    return {m.pk for m in replies.only("pk", "role", "metadata") if not speaks_for_a_person(m)}
+def _agent_reply(message: MainMessage) -> bool:
+    """Whether the message is the agent's own reply (not a named person's words)."""
+    return message.role == Role.ASSISTANT and not speaks_for_a_person(message)
 
 
 def _weighed(score: float) -> float:
