@@ -163,7 +163,7 @@ class Candidates:
             part = "vector" if self.mode == "vector" else "lexical"
             scores = {c.id: getattr(c, part) for c in self.ranked}
         # Every candidate read in one query, for the weighing and for the hits: a context's
-        # search keeps most of them (its k is 100, the candidates 51 to 102).
+        # search keeps half of them or more (its k is 100; each index brings 101).
         messages = MainMessage.objects.filter(agent_id=self.agent_id).in_bulk(list(scores))
         if self.replies_weighed:
             for pk, message in messages.items():
