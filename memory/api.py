@@ -274,9 +274,9 @@ class SearchHitOut(Schema):
     lexical_rank: int | None
     vector_rank: int | None
     raised: list[str] = Field(
-        description="why a hybrid search raised it above its words and meaning: \"said in "
-        "the period the query names\", \"tells of its own day, and the query asks when\", "
-        "\"the person's words that answer it, known from a memory\" (the current value of an "
+        description='why a hybrid search raised it above its words and meaning: "said in '
+        'the period the query names", "tells of its own day, and the query asks when", '
+        '"the person\'s words that answer it, known from a memory" (the current value of an '
         "attribute asked for, a preference a recommendation must respect)"
     )
 

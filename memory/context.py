@@ -27,7 +27,8 @@ from datetime import datetime
 from itertools import accumulate
 from typing import Any
 
-from django.db.models import F, QuerySet
+from django.db.models import F, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.translation import gettext_noop
 
@@ -217,8 +218,9 @@ def _short_term(
 ) -> tuple[list[SummaryItem], list[LeftOut]]:
     """The top 3 summaries of turns whose reply is no longer in working memory, and the
     session's other summaries with why they were left out (a session keeps a few)."""
-    session = ShortTermMemory.objects.of_session(agent_id, session_id)
-    summaries = session.exclude(reply_id__in=working_ids)
+    # A session keeps a few (summaries.SUMMARIES_KEPT): read once, chosen from here.
+    session = list(ShortTermMemory.objects.of_session(agent_id, session_id))
+    summaries = [s for s in session if s.reply_id not in working_ids]
     # Summaries of turns in working memory come back too, and are dropped below.
     k = min(SHORT_TERM_ITEMS + len(working_ids), index.KNN_MAX_K)
     scores: dict[int, float] = {}
@@ -238,13 +240,13 @@ def _short_term(
         )
         scores = {hit.id: hit.score for hit in hits}
         method, why = "lexical", gettext_noop("among the %(n)s best text matches")
-    chosen = list(summaries.filter(pk__in=scores)) if scores else []
+    chosen = [s for s in summaries if s.pk in scores]
     chosen.sort(key=lambda s: -scores[s.pk])
     chosen = chosen[:SHORT_TERM_ITEMS]
     # Summaries not embedded yet, or that say none of the query's words: the newest fill the
     # remaining places.
-    newest = summaries.exclude(pk__in=scores)
-    chosen += list(newest[: SHORT_TERM_ITEMS - len(chosen)])
+    newest = [s for s in summaries if s.pk not in scores]
+    chosen += newest[: SHORT_TERM_ITEMS - len(chosen)]
     items = [
         SummaryItem.made(
             s.pk,
@@ -262,14 +264,14 @@ def _short_term(
     chosen_ids = {s.pk for s in chosen}
     left_out = [
         LeftOut(
-            pk,
+            s.pk,
             gettext_noop("its turn is in working memory")
-            if reply_id in working_ids
+            if s.reply_id in working_ids
             else Phrase(gettext_noop("ranked below the %(n)s chosen"), n=SHORT_TERM_ITEMS),
-            scores.get(pk),
+            scores.get(s.pk),
         )
-        for pk, reply_id in session.values_list("pk", "reply_id")
-        if pk not in chosen_ids
+        for s in session
+        if s.pk not in chosen_ids
     ]
     return items, left_out
 
@@ -277,21 +279,16 @@ def _short_term(
 def _summarised_messages(agent_id: str, session_id: str, items: list[SummaryItem]) -> set[int]:
     """The messages of the turns these summaries stand for: the reply and the messages
     since the previous reply."""
-    covered: set[int] = set()
     session = MainMessage.objects.filter(agent_id=agent_id, session_id=session_id)
+    turns = Q()  # one query for all: each turn's bounds as a condition
     for item in items:
-        reply_id = item.reply_id
-        if reply_id is None:
+        if item.reply_id is None:
             continue
         previous = (
-            session.filter(role=Role.ASSISTANT, id__lt=reply_id)
-            .order_by("-id")
-            .values_list("id", flat=True)
-            .first()
+            session.filter(role=Role.ASSISTANT, id__lt=item.reply_id).order_by("-id").values("id")
         )
-        turn = session.filter(id__lte=reply_id, id__gt=previous or 0)
-        covered.update(turn.values_list("id", flat=True))
-    return covered
+        turns |= Q(id__lte=item.reply_id, id__gt=Coalesce(Subquery(previous[:1]), 0))
+    return set(session.filter(turns).values_list("id", flat=True)) if turns else set()
 
 
 # --- long-term memory ----------------------------------------------------------------------
@@ -517,8 +514,8 @@ def _waiting_for_vectors(
     cannot find, judged by their words as on the lexical path (memory.relevance): a memory
     just remembered is in the next call if it says the query's words. The ones that say too
     few are left out, with why; at most LONG_TERM_ITEMS are taken."""
-    terms = query_terms(query)
-    waiting = active.filter(has_embedding=False).order_by("-pk")[:LONG_TERM_CANDIDATES]
+    waiting = list(active.filter(has_embedding=False).order_by("-pk")[:LONG_TERM_CANDIDATES])
+    terms = query_terms(query) if waiting else []
     taken: list[MemoryItem] = []
     passed: list[LeftOut] = []
     for memory in waiting:
@@ -932,6 +929,8 @@ def _recall_verdicts(
 def _without_restated_memories(long_term: Layer[Any], messages: list[Item]) -> Layer[Any]:
     """Long-term memory without the memories that a message in the context (working or
     recalled) already says: the message carries its date and its turn."""
+    if not long_term.items:
+        return long_term
     # Folded once: each memory is compared with every message (~100 of them).
     texts = [(m, folded(m.content)) for m in messages]
     kept: list[Item] = []

@@ -245,6 +245,11 @@ def knn(
         return [Hit(row_id, 1 - distance) for row_id, distance in cursor.fetchall()]
 
 
+# Point lookups joined into one statement by `similarities` (SQLite allows 500 SELECTs in
+# one compound statement).
+SIMILARITY_LOOKUPS = 100
+
+
 def similarities(
     table: VectorTable,
     *,
@@ -254,16 +259,20 @@ def similarities(
     using: str = "default",
 ) -> list[Hit]:
     """The cosine similarity of the embedding to each of these rows' vectors. One point
-    lookup a row: vec0 answers `key IN (...)` by scanning the whole table."""
-    sql = (
+    lookup a row (vec0 answers `key IN (...)` by scanning the whole table), up to
+    SIMILARITY_LOOKUPS of them in one statement: a statement each cost 5x more."""
+    lookup = (
         f"SELECT {_q(table.key)}, vec_distance_cosine(embedding, %s) FROM {_q(table.name)} "
         f"WHERE {_q(table.key)} = %s AND agent_id = %s"
     )
     query = _as_float32(embedding)
+    ids = list(row_ids)
     hits: list[Hit] = []
     with connections[using].cursor() as cursor:
-        for row_id in row_ids:
-            cursor.execute(sql, [query, row_id, agent_id])
+        for start in range(0, len(ids), SIMILARITY_LOOKUPS):
+            chunk = ids[start : start + SIMILARITY_LOOKUPS]
+            params = [value for row_id in chunk for value in (query, row_id, agent_id)]
+            cursor.execute(" UNION ALL ".join([lookup] * len(chunk)), params)
             hits.extend(Hit(key, 1 - distance) for key, distance in cursor.fetchall())
     return hits
 

@@ -89,7 +89,8 @@ class RecallFiller:
         self.sessions: set[str] = set()
         self.used = header_tokens(RECALL_HEADER)
         self.around: dict[int, index.Around] = {}
-        self.rows: dict[int, MainMessage] = {}
+        # The neighbours read so far; a hit next to another hit is read with the hits already.
+        self.rows: dict[int, MainMessage] = {hit.message.pk: hit.message for hit in hits}
         self.lines: dict[tuple[int, int], str] = {}
         # The hits whose short reply comes after every hit, kept for a later call.
         self.later: list[int] = []

@@ -59,7 +59,9 @@ def recalled_line(
     when = f"- [{minute_label(message.timestamp)}]"
     who = speaker(message.role, message.metadata)
     content = message.content
-    if message.role == Role.USER:
+    if message.role == Role.USER and estimate_tokens(content) <= MESSAGE_TOKENS:
+        text, cut = content, False  # the cut mark's language need not be read
+    elif message.role == Role.USER:
         text, cut = truncate_to_tokens(content, MESSAGE_TOKENS, mark=cut_mark(content))
     elif message.token_count <= reply_tokens:
         text, cut = content, False

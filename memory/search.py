@@ -198,14 +198,17 @@ class Candidates:
         else:
             part = "vector" if self.mode == "vector" else "lexical"
             scores = {c.id: getattr(c, part) or 0.0 for c in self.ranked}
+        # Every candidate read in one query, for the weighing, the raises and the hits: a
+        # context's search keeps half of them or more (its k is 100; each index brings 101).
+        messages = MainMessage.objects.filter(agent_id=self.agent_id).in_bulk(list(scores))
         if self.replies_weighed:
-            for pk in _agent_replies(self.agent_id, scores):
-                scores[pk] = _weighed(scores[pk])
-        raises = self._raises(scores)
+            for pk, message in messages.items():
+                if _agent_reply(message):
+                    scores[pk] = _weighed(scores[pk])
+        raises = self._raises(messages.values())
         if raises:
             scores = raises.applied(scores)
         best = sorted(self.ranked, key=lambda c: (-scores[c.id], c.id))[: self.k]
-        messages = MainMessage.objects.filter(agent_id=self.agent_id).in_bulk([c.id for c in best])
         hits = [
             SearchHit(
                 message=messages[c.id],
@@ -221,18 +224,16 @@ class Candidates:
         ]
         return SearchResult(mode=self.mode, hits=hits, degraded=list(self.degraded))
 
-    def _raises(self, ids: Iterable[int]) -> Raises:
+    def _raises(self, messages: Iterable[MainMessage]) -> Raises:
         """Which candidates are of a period the query names, or tell of their own day for a
-        question asking when: one query, and none when the query asks for neither."""
-        if not (self.periods or self.when):
-            return Raises(frozenset(), frozenset(), self.said)
-        rows = MainMessage.objects.filter(agent_id=self.agent_id, pk__in=list(ids))
+        question asking when."""
         in_period, of_its_day = set(), set()
-        for pk, when, text in rows.values_list("pk", "timestamp", "content"):
+        for message in messages if self.periods or self.when else ():
+            when = message.timestamp
             if any(p.holds(when) or p.holds(when - TOLD_WITHIN) for p in self.periods):
-                in_period.add(pk)
-            if self.when and tells_of_its_day(text):
-                of_its_day.add(pk)
+                in_period.add(message.pk)
+            if self.when and tells_of_its_day(message.content):
+                of_its_day.add(message.pk)
         return Raises(frozenset(in_period), frozenset(of_its_day), self.said)
 
 
@@ -270,10 +271,9 @@ class Raises:
         return tuple(reason for reason, raised in reasons if pk in raised)
 
 
-def _agent_replies(agent_id: str, ids: Iterable[int]) -> set[int]:
-    """Which of these messages are the agent's own replies (not a named person's words)."""
-    replies = MainMessage.objects.filter(agent_id=agent_id, pk__in=ids, role=Role.ASSISTANT)
-    return {m.pk for m in replies.only("pk", "role", "metadata") if not speaks_for_a_person(m)}
+def _agent_reply(message: MainMessage) -> bool:
+    """Whether the message is the agent's own reply (not a named person's words)."""
+    return message.role == Role.ASSISTANT and not speaks_for_a_person(message)
 
 
 def _weighed(score: float) -> float:
@@ -282,8 +282,8 @@ def _weighed(score: float) -> float:
     return score * REPLY_WEIGHT if score > 0 else score / REPLY_WEIGHT
 
 
-def _merge(lexical: list[Hit], vector: list[Hit], stated: Iterable[int]) -> list[Ranked]:
-    """Each candidate once with its place in each list; a stated value (`_stated`) is one
+def _merge(lexical: list[Hit], vector: list[Hit], said: Iterable[int]) -> list[Ranked]:
+    """Each candidate once with its place in each list; a message that answers (`_said`) is one
     even when neither list found it."""
     merged: dict[int, Ranked] = {}
     for rank, hit in enumerate(lexical, 1):
@@ -291,7 +291,7 @@ def _merge(lexical: list[Hit], vector: list[Hit], stated: Iterable[int]) -> list
     for rank, hit in enumerate(vector, 1):
         seen = merged.get(hit.id, Ranked(hit.id))
         merged[hit.id] = Ranked(hit.id, seen.lexical, seen.lexical_rank, hit.score, rank)
-    for pk in stated:
+    for pk in said:
         merged.setdefault(pk, Ranked(pk))
     return list(merged.values())
 
@@ -497,7 +497,7 @@ def _with_similarities(
             index.MESSAGE_VECTORS, agent_id=agent_id, embedding=vector, row_ids=missing
         )
     }
-    return [replace(c, vector=found.get(c.id, c.vector)) for c in ranked]
+    return [replace(c, vector=found[c.id]) if c.id in found else c for c in ranked]
 
 
 def _without_echoes(ranked: list[Ranked], query: str) -> list[Ranked]:

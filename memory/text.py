@@ -38,8 +38,10 @@ DUPLICATE_TEXT_SIMILARITY = 0.8
 def mostly_cjk(text: str) -> bool:
     """Whether a text is Chinese, Japanese or Korean more than anything else: what an
     English-only embedding model cannot read."""
+    if text.isascii():  # no CJK character: known without reading the text (most texts)
+        return False
     cjk = sum(len(run) for run in CJK_RUN.findall(text))
-    letters = sum(1 for char in text if char.isalpha())
+    letters = sum(map(str.isalpha, text))
     return bool(letters) and cjk / letters >= CJK_SHARE
 
 

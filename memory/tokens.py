@@ -23,6 +23,8 @@ CUT_MARK_CHINESE = "……[已截断]"
 
 
 def _cjk_chars(text: str) -> int:
+    if text.isascii():  # known without reading the text (most texts)
+        return 0
     return sum(len(run) for run in CJK_RUN.findall(text))
 
 

@@ -11,7 +11,8 @@ from functools import partial
 import pytest
 
 from memory import vectors
-from memory.context import context_build
+from memory.context import _summarised_messages, context_build
+from memory.context_items import SummaryItem
 from memory.memories import memory_create
 from memory.models import LongTermMemory
 from memory.search import SearchQuery, search
@@ -210,6 +211,25 @@ def test_a_turn_that_fell_out_of_working_memory_is_represented_by_its_summary():
     # Recall does not repeat the summarised turn.
     recalled = {item.id for item in context.layers["recall"].items}
     assert not recalled & {old_question.pk, old_reply.pk}
+
+
+def test_the_messages_summaries_stand_for_are_each_turns_messages():
+    turns = [
+        [say("q1"), say("r1", role="assistant")],
+        [say("q2a"), say("q2b"), say("r2", role="assistant")],
+        [say("q3"), say("r3", role="assistant")],
+        [say("q4"), say("r4", role="assistant")],
+    ]
+    first, _, third, _ = summarize_turns([turn[-1] for turn in turns])
+    say("q5")
+    items = [SummaryItem.made(s.pk, s.content, reply_id=s.reply_id) for s in (first, third)] + [
+        SummaryItem.made(0, "no turn", reply_id=None)
+    ]
+
+    covered = _summarised_messages("a1", "s1", items)
+
+    assert covered == {m.pk for turn in (turns[0], turns[2]) for m in turn}
+    assert _summarised_messages("a1", "s1", items[2:]) == set()
 
 
 def test_a_memory_identical_to_a_recalled_message_appears_once():

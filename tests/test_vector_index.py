@@ -77,6 +77,23 @@ def test_it_scores_the_rows_asked_for_as_knn_scores_them():
     assert index.similarities(MESSAGE_VECTORS, agent_id="a1", embedding=unit(0), row_ids=[]) == []
 
 
+def test_it_scores_more_rows_than_one_statement_looks_up(monkeypatch):
+    # SQLite joins the point lookups into statements of SIMILARITY_LOOKUPS; PostgreSQL takes
+    # them in one.
+    monkeypatch.setattr("memory.index_sqlite.SIMILARITY_LOOKUPS", 2)
+    for row_id in range(1, 6):
+        put(row_id, unit(0, wobble=row_id / 10))
+    put(6, unit(0), agent="a2")
+
+    scored = index.similarities(
+        MESSAGE_VECTORS, agent_id="a1", embedding=unit(0), row_ids=[5, 1, 6, 3, 99, 2, 4]
+    )
+
+    assert sorted(hit.id for hit in scored) == [1, 2, 3, 4, 5]
+    for hit in scored:
+        assert math.isclose(hit.score, 1 / math.sqrt(1 + (hit.id / 10) ** 2), abs_tol=1e-6)
+
+
 def test_it_filters_on_metadata_inside_the_scan():
     put(1, unit(0), session="s1", created_at=100)
     put(2, unit(0, 0.1), session="s2", created_at=200)
