@@ -26,9 +26,9 @@ from onnx import TensorProto, helper, numpy_helper
 from tokenizers import Tokenizer
 
 DIMENSION = 384
-# Tokens per forward pass, padding included (8 texts of the longest): bounds the memory a pass
-# takes; more took more memory for the same speed.
-TOKENS_PER_PASS = 2048
+# Tokens per forward pass, padding included (4 texts of the longest): bounds the memory a pass
+# takes (ONNX Runtime keeps it for the next); 2,048 took 28 MB more for the same speed.
+TOKENS_PER_PASS = 1024
 # A pass pads its texts to its longest: texts are taken in order of length, and a pass only
 # those at most a quarter (and 8 tokens) longer than its first, so that padding wastes little
 # (one pass for 32 short texts of 5 to 60 tokens made short texts a third slower).
@@ -78,18 +78,34 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 @dataclass
 class _GraphBuilder:
-    """The nodes and constant tensors (the weights) of an ONNX graph, each value named by the
-    order it was made in."""
+    """The nodes, constants and weights of an ONNX graph, each value named by the order it was
+    made in. The weights stay out of the serialised graph (its tensors say their data is
+    external): ONNX Runtime is handed them as they are in memory (`_session`), so the graph
+    builds in a moment and the process holds no second copy of them."""
 
     nodes: list[Any] = field(default_factory=list)
     constants: list[Any] = field(default_factory=list)
+    weights: dict[str, np.ndarray] = field(default_factory=dict)
 
     def _name(self, kind: str) -> str:
         return f"{kind}_{len(self.nodes) + len(self.constants)}"
 
     def constant(self, array: np.ndarray) -> str:
+        """A small tensor (a shape) written into the graph."""
         name = self._name("constant")
-        self.constants.append(numpy_helper.from_array(np.ascontiguousarray(array), name))
+        self.constants.append(numpy_helper.from_array(array, name))
+        return name
+
+    def weight(self, array: np.ndarray) -> str:
+        """A float32 tensor of the model, its data left out of the graph."""
+        name = self._name("weight")
+        tensor = TensorProto(name=name, data_type=TensorProto.FLOAT, dims=array.shape)
+        tensor.data_location = TensorProto.EXTERNAL
+        # ONNX requires a location; ONNX Runtime is given the data by name instead.
+        for key, value in (("location", "memory"), ("offset", "0"), ("length", array.nbytes)):
+            tensor.external_data.add(key=key, value=str(value))
+        self.constants.append(tensor)
+        self.weights[name] = np.ascontiguousarray(array, dtype=np.float32)
         return name
 
     def node(self, op_type: str, *inputs: str, domain: str = "", **attributes: Any) -> str:
@@ -101,8 +117,8 @@ class _GraphBuilder:
         return output
 
 
-def _graph(tensors: dict[str, np.ndarray], layers: int, heads: int, eps: float) -> bytes:
-    """BERT's transformer layers as a serialised ONNX model: `hidden` (texts, tokens,
+def _graph(tensors: dict[str, np.ndarray], layers: int, heads: int, eps: float) -> _GraphBuilder:
+    """BERT's transformer layers as an ONNX graph (`_session` runs it): `hidden` (texts, tokens,
     DIMENSION, the embeddings after their LayerNorm, each text's tokens first and padding
     after) and `lengths` (texts, its tokens) in, `output` (texts * tokens, DIMENSION) out.
 
@@ -115,10 +131,10 @@ def _graph(tensors: dict[str, np.ndarray], layers: int, heads: int, eps: float) 
     def dense(inputs: str, name: str) -> str:
         # PyTorch stores a linear layer's weight (out, in): Gemm takes it as it is (transB).
         weight, bias = tensors[f"{name}.weight"], tensors[f"{name}.bias"]
-        return graph.node("Gemm", inputs, graph.constant(weight), graph.constant(bias), transB=1)
+        return graph.node("Gemm", inputs, graph.weight(weight), graph.weight(bias), transB=1)
 
     def add_and_norm(residual: str, added: str, name: str) -> str:
-        weight, bias = (graph.constant(tensors[f"{name}.{part}"]) for part in ("weight", "bias"))
+        weight, bias = (graph.weight(tensors[f"{name}.{part}"]) for part in ("weight", "bias"))
         summed = graph.node("Add", residual, added)
         return graph.node("LayerNormalization", summed, weight, bias, axis=-1, epsilon=eps)
 
@@ -131,8 +147,8 @@ def _graph(tensors: dict[str, np.ndarray], layers: int, heads: int, eps: float) 
         context = graph.node(
             "Attention",
             graph.node("Reshape", rows, shape),
-            graph.constant(qkv),
-            graph.constant(qkv_bias),
+            graph.weight(qkv),
+            graph.weight(qkv_bias),
             "lengths",  # a text's tokens come first: the rest of its row is masked
             domain="com.microsoft",
             num_heads=heads,
@@ -145,6 +161,14 @@ def _graph(tensors: dict[str, np.ndarray], layers: int, heads: int, eps: float) 
         feed = dense(feed, f"{prefix}.output.dense")
         rows = add_and_norm(rows, feed, f"{prefix}.output.LayerNorm")
     graph.nodes.append(helper.make_node("Identity", [rows], ["output"]))
+    return graph
+
+
+def _session(graph: _GraphBuilder) -> tuple[onnxruntime.InferenceSession, list[Any]]:
+    """The graph in ONNX Runtime, on one thread: the worker embeds in the background and a
+    request embeds one query, and on a small machine a second thread competes with the web
+    process (docs/BENCHMARKS.md, "MiniLM on ONNX Runtime, one thread"). Also the weights as
+    ONNX Runtime reads them, which must live as long as the session."""
     model = helper.make_model(
         helper.make_graph(
             graph.nodes,
@@ -161,19 +185,17 @@ def _graph(tensors: dict[str, np.ndarray], layers: int, heads: int, eps: float) 
         opset_imports=[helper.make_opsetid(domain, version) for domain, version in _OPSETS],
         ir_version=_IR_VERSION,
     )
-    return model.SerializeToString()
-
-
-def _session(graph: bytes) -> onnxruntime.InferenceSession:
-    """ONNX Runtime on one thread: the worker embeds in the background and a request embeds
-    one query, and on a small machine a second thread competes with the web process
-    (docs/BENCHMARKS.md, "MiniLM on ONNX Runtime, one thread")."""
+    weights = [onnxruntime.OrtValue.ortvalue_from_numpy(w) for w in graph.weights.values()]
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
     options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-    return onnxruntime.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
+    options.add_external_initializers(list(graph.weights), weights)
+    session = onnxruntime.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    return session, weights
 
 
 class MiniLM:
@@ -203,7 +225,7 @@ class MiniLM:
             tensors["embeddings.LayerNorm.weight"],
             tensors["embeddings.LayerNorm.bias"],
         )
-        self._session = _session(
+        self._session, self._weights = _session(
             _graph(
                 tensors,
                 layers=config["num_hidden_layers"],
