@@ -120,7 +120,8 @@ class _GraphBuilder:
 def _graph(tensors: dict[str, np.ndarray], layers: int, heads: int, eps: float) -> _GraphBuilder:
     """BERT's transformer layers as an ONNX graph (`_session` runs it): `hidden` (texts, tokens,
     DIMENSION, the embeddings after their LayerNorm, each text's tokens first and padding
-    after) and `lengths` (texts, its tokens) in, `output` (texts * tokens, DIMENSION) out.
+    after) and `lengths` (texts: each one's tokens) in, `output` (texts * tokens, DIMENSION)
+    out.
 
     The dense layers work on the rows of all texts at once (Gemm, the bias added in the same
     pass); attention on each text's own tokens, the padding masked by `lengths`."""
