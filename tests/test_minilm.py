@@ -108,7 +108,7 @@ def test_a_texts_vector_does_not_depend_on_the_texts_beside_it(model, monkeypatc
         return forward(token_ids)
 
     monkeypatch.setattr(model, "_forward", recording_forward)
-    # Passes of 200 tokens: the long text (256) takes one alone, the others share one.
+    # Passes of 200 tokens: the long text (256) takes one alone.
     monkeypatch.setattr(minilm, "TOKENS_PER_PASS", 200)
 
     batch = model.encode([LONG_TEXT, "x", short, words(120), "你好", LONG_TEXT, words(10)])
