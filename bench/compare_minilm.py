@@ -7,7 +7,7 @@ the same texts with both in turn, run after run, so that both see the machine's 
 300 words (an agent's replies: the English assistant replies of tests/data/agent_sessions run
 together and cut into 300-word pieces), the short user turns of the same set, and texts of
 4,000 characters (the longest a message is embedded by), batches of 32
-(the task worker's, memory.embeddings.LOCAL_BATCH_SIZE) on one BLAS thread, as the worker runs
+(the task worker's, memory.embeddings.LOCAL_BATCH_SIZE) on one thread, as the worker runs
 them. Prints each side's texts per CPU-second and per second (median of the runs, lowest and
 highest), the ratio, and the largest difference between the two sides' vectors. The
 multilingual half of the default model (USE) is timed too: the default's rate is that of both.

