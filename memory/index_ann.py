@@ -39,8 +39,11 @@ FILTERED_FRACTION = 0.5
 # HNSW's parameters: 16 links a node, and the search depth while building and querying (a
 # query with larger k searches k deep). Recall@10 1.0 at 100k x 1,024 clustered.
 CONNECTIVITY = 16
-EXPANSION_ADD = 128
+EXPANSION_ADD = 64
 EXPANSION_SEARCH = 64
+# Candidates asked beyond k: the graph ranks by float16 vectors, which can swap near ties at
+# the k-th place; the matrix scores them all exactly.
+EXTRA_CANDIDATES = 16
 # Rows added this many at a time: the build reads them from the matrix without copying it.
 _BATCH = 8192
 
@@ -123,7 +126,7 @@ class Graph:
         tail = np.flatnonzero(mask[self.covered :]) + self.covered
         held = passing - len(outside) - len(tail)  # the graph's rows that pass
         # Filtered: twice the share's worth, as the passing rows are not spread evenly.
-        count = k if passing == live else math.ceil(2 * k / share)
+        count = EXTRA_CANDIDATES + (k if passing == live else math.ceil(2 * k / share))
         found = self.index.search(query, count, threads=1).keys.astype(np.int64)
         found = found[mask[found] & self.indexed[found]]
         if len(found) < min(k, held):

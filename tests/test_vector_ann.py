@@ -10,11 +10,22 @@ from django.conf import settings
 
 from memory import index, index_ann, index_numpy
 from memory.index import MESSAGE_VECTORS, Filter, VectorRow
-from tests.test_vector_cache import assert_same, clustered, derived, put, vec0
+from tests.test_vector_cache import DIM, assert_same, derived, put, vec0
 
 pytestmark = [pytest.mark.sqlite_only, pytest.mark.django_db(transaction=True)]
 
 THRESHOLD = 300
+
+
+def clustered(count: int, seed: int) -> np.ndarray:
+    """Unit vectors around 100 centres, each at its own distance from its centre: neighbours
+    at a spread of similarities, as real embeddings have (vectors all about equally near
+    their centre are near ties, which no approximate index orders reliably)."""
+    rng = np.random.default_rng(seed)
+    centres = np.random.default_rng(0).standard_normal((100, DIM)) / np.sqrt(DIM)
+    noise = rng.standard_normal((count, DIM)) / np.sqrt(DIM) * rng.uniform(0.2, 1.5, (count, 1))
+    vectors = centres[rng.integers(0, 100, count)] + noise
+    return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
 
 
 @pytest.fixture(autouse=True)
