@@ -3,11 +3,11 @@
 index_numpy answers KNN by scanning every vector of the agent: 15-30 ms at 110,500 x 1,024
 (memory-bound), ten times that at ten times the messages. From `ANN_MIN_ROWS` live rows a
 matrix also keeps a graph of its rows (usearch's HNSW, vectors as float16), which finds the
-nearest in 1-2 ms with recall@10 1.0 on clustered vectors (docs/BENCHMARKS.md, "An approximate
-index for one large agent"; faiss-cpu and hnswlib were measured against it).
+nearest in 1-6 ms with recall@10 0.999 on clustered vectors (docs/BENCHMARKS.md, "An
+approximate index for one large agent"; faiss-cpu and hnswlib were measured against it).
 
 The graph is a snapshot: built in a background thread from the matrix's rows as they were
-(about a minute of one core at 100k x 1,024; the matrix answers exactly meanwhile), its keys
+(2-3 minutes of one core at 110,500 x 1,024; the matrix answers exactly meanwhile), its keys
 the matrix's row numbers. A row written since (appended, or replaced in place) is not in it:
 such rows are scored exactly beside the graph's candidates; a row deleted or replaced is taken
 out of it. So every answer covers every live row, and every score is the matrix's exact cosine
@@ -37,21 +37,27 @@ STALE_FRACTION = 0.1
 # The graph answers a filtered query only if the filters leave at least this share of rows.
 FILTERED_FRACTION = 0.5
 # HNSW's parameters: 16 links a node, and the search depth while building and querying (a
-# query with larger k searches k deep). Recall@10 1.0 at 100k x 1,024 clustered.
+# query with larger k searches k deep). Building 128 deep took twice as long for the same
+# recall@10 (1.0 at 20,000 x 1,024 clustered).
 CONNECTIVITY = 16
 EXPANSION_ADD = 64
 EXPANSION_SEARCH = 64
 # Candidates asked beyond k: the graph ranks by float16 vectors, which can swap near ties at
 # the k-th place; the matrix scores them all exactly.
 EXTRA_CANDIDATES = 16
+# A graph is kept only if, for SELF_CHECKS of its own rows as queries, it finds this share of
+# the 10 nearest other rows the exact scan finds. Vectors without near neighbours (uniformly
+# random ones) defeat HNSW: recall@10 0.17 at 20,000 x 1,024, against 1.0 clustered.
+SELF_CHECKS = 20
+MIN_RECALL = 0.9
 # Rows added this many at a time: the build reads them from the matrix without copying it.
 _BATCH = 8192
 
 
 def estimated_bytes(rows: int, dimension: int) -> int:
-    """What a graph of that many rows holds: float16 vectors and about 200 bytes of links each
-    (measured: 214 MiB at 100k x 1,024; a small graph holds more, usearch's arenas)."""
-    return rows * (2 * dimension + 200)
+    """What a graph of that many rows holds: float16 vectors and about 800 bytes of links and
+    arenas each (measured: 274 MiB at 110,500 x 1,024; a small graph holds more)."""
+    return rows * (2 * dimension + 800)
 
 
 class Graph:
@@ -81,6 +87,21 @@ class Graph:
         for start in range(0, len(self._added), _BATCH):
             rows = self._added[start : start + _BATCH]
             self.index.add(rows, vectors[rows], threads=1)
+
+    def recall(self, vectors: np.ndarray, k: int = 10) -> float:
+        """Recall@k against the exact scan of the rows it holds, for SELF_CHECKS of them as
+        queries (each one's nearest others). Run after `build`, in its thread."""
+        rng = np.random.default_rng(0)
+        queries = rng.choice(self._added, min(SELF_CHECKS, len(self._added)), replace=False)
+        held = np.full(self.covered, -np.inf, dtype=np.float32)
+        found = 0
+        for row in queries:
+            scores = held.copy()
+            scores[self._added] = (vectors[: self.covered] @ vectors[row])[self._added]
+            exact = set(np.argpartition(-scores, k)[: k + 1].tolist()) - {int(row)}
+            graph = self.index.search(vectors[row], k + 1, threads=1).keys.tolist()
+            found += len(exact & (set(graph) - {int(row)}))
+        return found / (k * len(queries))
 
     def attach(self) -> None:
         """Drop the rows changed while it was built; from now on changes apply at once."""

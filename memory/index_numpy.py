@@ -110,7 +110,8 @@ class Matrix:
     size: int = 0
     graph: index_ann.Graph | None = None  # answers KNN with the matrix (index_ann)
     building: index_ann.Graph | None = None  # its successor, being built in a thread
-    # A graph failed to build, or came out over the memory bound: exact from then on.
+    # A graph failed to build, found too few of the nearest (index_ann.MIN_RECALL), or came out
+    # over the memory bound: exact from then on.
     graph_refused: bool = False
 
     @classmethod
@@ -391,8 +392,18 @@ def _build_graph(matrix: Matrix, graph: index_ann.Graph, vectors: np.ndarray) ->
     put in place of the matrix's old one under it."""
     try:
         graph.build(vectors)
+        recall = graph.recall(vectors)
     except Exception:
         logger.exception("building an approximate vector index failed; exact search goes on")
+        graph, recall = None, 0.0
+    if graph is not None and recall < index_ann.MIN_RECALL:
+        logger.warning(
+            "%s: an approximate index found %.2f of the nearest vectors (%.2f needed): they have "
+            "too few near neighbours for it; exact search goes on",
+            matrix.table.name,
+            recall,
+            index_ann.MIN_RECALL,
+        )
         graph = None
     with _CACHE.lock:
         matrix.building = None

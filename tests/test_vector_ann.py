@@ -212,3 +212,21 @@ def test_the_graph_counts_in_the_memory_bound(monkeypatch):
         assert report.bytes <= limit
         (matrix,) = index_numpy._CACHE.matrices.values()
         assert matrix.graph_refused is refused
+
+
+def test_vectors_without_near_neighbours_get_no_graph(caplog):
+    """Uniformly random vectors defeat HNSW (every row about as far as every other): the graph's
+    check on its own rows finds too few of the nearest, and the exact scan goes on answering."""
+    rng = np.random.default_rng(12)
+    uniform = rng.standard_normal((3000, DIM))
+    put_many((uniform / np.linalg.norm(uniform, axis=1, keepdims=True)).astype(np.float32))
+
+    built()
+
+    report = index_numpy.report()
+    assert report.matrices == 1 and report.graphs == 0
+    (matrix,) = index_numpy._CACHE.matrices.values()
+    assert matrix.graph_refused
+    assert "too few near neighbours" in caplog.text
+    query = clustered(1, seed=13)[0]
+    assert_same(derived("a1", query), vec0("a1", query))
