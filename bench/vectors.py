@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
 
 import numpy as np
 
@@ -23,9 +24,15 @@ def unit_vectors(rng: np.random.Generator, n: int, dimension: int) -> np.ndarray
 CHUNK = 100_000
 
 
+@cache
+def _centres(dimension: int) -> np.ndarray:
+    """The same for data and queries, made once: bench_context embeds a query at a time."""
+    return unit_vectors(np.random.default_rng(3), CLUSTERS, dimension)
+
+
 def clustered_vectors(rng: np.random.Generator, n: int, dimension: int) -> np.ndarray:
     """A Gaussian mixture on the sphere: CLUSTERS centres, each vector near one of them."""
-    centres = unit_vectors(np.random.default_rng(3), CLUSTERS, dimension)  # same for data/query
+    centres = _centres(dimension)
     vectors = np.empty((n, dimension), dtype=np.float32)
     for first in range(0, n, CHUNK):
         count = min(CHUNK, n - first)

@@ -407,6 +407,7 @@ class DatabaseHealthOut(Schema):
 
 class MemoryIndexHealthOut(Schema):
     matrices: int = Field(description="(table, agent) matrices held")
+    graphs: int = Field(description="matrices that also keep an approximate (HNSW) graph")
     vectors: int
     bytes: int
     limit_bytes: int = Field(description="ORCA_VECTOR_CACHE_MB; 0: off, vec0 answers")

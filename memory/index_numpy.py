@@ -20,10 +20,15 @@ Only committed data is cached: inside a transaction, `index_sqlite.knn` asks vec
 transaction's own writes, and nothing of a rolled-back one can stay here). Memory is bounded
 per process (`ORCA_VECTOR_CACHE_MB`): the least recently used matrices are dropped, and an
 agent whose matrix alone is over the bound is answered by vec0.
+
+A matrix of `index_ann.ANN_MIN_ROWS` live rows or more also keeps an approximate (HNSW) graph
+when both fit the bound: built in a background thread, kept current by the same puts and
+removes, it chooses the candidates that the matrix then scores exactly (index_ann).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
@@ -33,7 +38,10 @@ import numpy as np
 from django.conf import settings
 from django.db import connections
 
+from memory import index_ann
 from memory.index_schema import VECTOR_TABLES, Filter, Hit, KnnPath, VectorTable
+
+logger = logging.getLogger(__name__)
 
 CHANGES = "vector_changes"
 # A process that has not looked at the log for this many vector writes rebuilds its matrices.
@@ -100,6 +108,11 @@ class Matrix:
     columns: dict[str, _Column]
     position: dict[int, int]
     size: int = 0
+    graph: index_ann.Graph | None = None  # answers KNN with the matrix (index_ann)
+    building: index_ann.Graph | None = None  # its successor, being built in a thread
+    # A graph failed to build, found too few of the nearest (index_ann.MIN_RECALL), or came out
+    # over the memory bound: exact from then on.
+    graph_refused: bool = False
 
     @classmethod
     def empty(cls, table: VectorTable, dimension: int, seen: int, capacity: int) -> Matrix:
@@ -119,7 +132,18 @@ class Matrix:
     def nbytes(self) -> int:
         arrays = [self.ids, self.vectors, self.alive, *(c.values for c in self.columns.values())]
         # The id -> row dict costs about 100 bytes an entry in CPython.
-        return sum(a.nbytes for a in arrays) + 100 * len(self.position)
+        total = sum(a.nbytes for a in arrays) + 100 * len(self.position)
+        if self.graph is not None:
+            total += self.graph.nbytes
+        if self.building is not None:  # growing in its thread: counted at its final size
+            total += index_ann.estimated_bytes(len(self.position), self.dimension)
+        return total
+
+    def _changed(self, rows: np.ndarray) -> None:
+        """These rows are replaced or deleted: the graphs no longer answer for them."""
+        for graph in (self.graph, self.building):
+            if graph is not None:
+                graph.forget(rows)
 
     def _reserve(self, extra: int) -> None:
         capacity = len(self.ids)
@@ -147,6 +171,7 @@ class Matrix:
         new = np.flatnonzero(at < 0)  # appended in order, after the rows held
         at[new] = np.arange(self.size, self.size + len(new))
         self.position.update(zip(rows.ids[new].tolist(), at[new].tolist(), strict=True))
+        self._changed(at)
         self.size += len(new)
         self.ids[at] = rows.ids
         self.vectors[at] = unit(rows.vectors)
@@ -155,10 +180,9 @@ class Matrix:
             column.values[at] = [column.encode(value) for value in rows.metadata[name]]
 
     def remove(self, row_ids: Iterable[int]) -> None:
-        for row_id in row_ids:
-            at = self.position.pop(row_id, None)
-            if at is not None:
-                self.alive[at] = False
+        gone = [self.position.pop(row_id) for row_id in row_ids if row_id in self.position]
+        self.alive[gone] = False
+        self._changed(np.array(gone, dtype=np.int64))
 
     def knn(self, query: np.ndarray, k: int, filters: Sequence[Filter]) -> list[Hit]:
         size = self.size
@@ -168,6 +192,10 @@ class Matrix:
         rows = np.flatnonzero(mask)
         if len(rows) == 0:
             return []
+        if self.graph is not None and len(rows) > k:
+            candidates = self.graph.candidates(query, k, mask, len(self.position))
+            if candidates is not None:
+                rows = candidates
         # A narrow filter (one session) gathers its rows; a wide one scores every row, which
         # costs less than copying most of the matrix.
         if len(rows) * 4 < size:
@@ -182,6 +210,7 @@ class Matrix:
 @dataclass(frozen=True)
 class CacheReport:
     matrices: int
+    graphs: int  # matrices that also keep an approximate graph (index_ann)
     vectors: int
     bytes: int
     limit_bytes: int
@@ -197,6 +226,7 @@ class _Cache:
         self.oversized: set[tuple[str, str, str]] = set()
         # (database, table) -> whether its vec0 storage has a layout read here.
         self.formats: dict[tuple[str, str], bool] = {}
+        self.builds: list[threading.Thread] = []  # graphs being built (index_ann)
 
     def clear(self) -> None:
         with self.lock:
@@ -208,6 +238,7 @@ class _Cache:
         with self.lock:
             return CacheReport(
                 len(self.matrices),
+                sum(m.graph is not None for m in self.matrices.values()),
                 sum(len(m.position) for m in self.matrices.values()),
                 sum(m.nbytes for m in self.matrices.values()),
                 _limit(),
@@ -233,6 +264,17 @@ def clear() -> None:
 
 def report() -> CacheReport:
     return _CACHE.report()
+
+
+def settle() -> None:
+    """Wait for the graphs being built (tests, and the benchmark's warm-up)."""
+    while True:
+        with _CACHE.lock:
+            _CACHE.builds = [thread for thread in _CACHE.builds if thread.is_alive()]
+            if not _CACHE.builds:
+                return
+            thread = _CACHE.builds[0]
+        thread.join()
 
 
 def knn_path(using: str) -> KnnPath:
@@ -319,8 +361,61 @@ def _current(
         return None
     _CACHE.matrices[key] = matrix  # now the most recently used
     if grown:
+        _start_graph(matrix)
         _evict()
     return matrix
+
+
+def _start_graph(matrix: Matrix) -> None:
+    """Build the matrix a graph in a thread where it has none or a stale one, is large enough,
+    and fits the memory bound with it (index_ann)."""
+    live = len(matrix.position)
+    if matrix.building is not None or matrix.graph_refused or live < index_ann.ANN_MIN_ROWS:
+        return
+    if matrix.graph is not None and not matrix.graph.stale(matrix.alive[: matrix.size]):
+        return
+    graph_bytes = index_ann.estimated_bytes(live, matrix.dimension)
+    if matrix.nbytes - (matrix.graph.nbytes if matrix.graph else 0) + graph_bytes > _limit():
+        return
+    graph = index_ann.Graph(matrix.alive[: matrix.size], matrix.dimension)
+    matrix.building = graph
+    # The array as it is now: rows appended later, or after it was grown, are not in the graph.
+    thread = threading.Thread(
+        target=_build_graph, args=(matrix, graph, matrix.vectors), name="orca-ann", daemon=True
+    )
+    _CACHE.builds.append(thread)
+    thread.start()
+
+
+def _build_graph(matrix: Matrix, graph: index_ann.Graph, vectors: np.ndarray) -> None:
+    """The thread's work: the graph built without the lock (usearch releases the GIL), then
+    put in place of the matrix's old one under it."""
+    try:
+        graph.build(vectors)
+        recall = graph.recall(vectors)
+    except Exception:
+        logger.exception("building an approximate vector index failed; exact search goes on")
+        graph, recall = None, 0.0
+    if graph is not None and recall < index_ann.MIN_RECALL:
+        logger.warning(
+            "%s: an approximate index found %.2f of the nearest vectors (%.2f needed): they have "
+            "too few near neighbours for it; exact search goes on",
+            matrix.table.name,
+            recall,
+            index_ann.MIN_RECALL,
+        )
+        graph = None
+    with _CACHE.lock:
+        matrix.building = None
+        if not any(held is matrix for held in _CACHE.matrices.values()):
+            return  # dropped meanwhile (evicted, rebuilt, or `clear`)
+        old = matrix.graph.nbytes if matrix.graph is not None else 0
+        if graph is None or matrix.nbytes - old + graph.nbytes > _limit():
+            matrix.graph_refused = True
+            return
+        graph.attach()
+        matrix.graph = graph
+        _evict()
 
 
 # What every KNN pays to know whether its matrix is current: two lookups of the log's key.

@@ -54,6 +54,7 @@ def test_it_reports_a_healthy_service_without_auth(client, sql):
             # Inside the test's transaction KNN reads vec0: nothing is held in memory.
             "memory_index": {
                 "matrices": 0,
+                "graphs": 0,
                 "vectors": 0,
                 "bytes": 0,
                 "limit_bytes": settings.ORCA.vector_cache_mb * 1024 * 1024,

@@ -225,7 +225,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("orca", "max_metadata_bytes", _positive_int, 64 * 1024),
     Setting("orca", "max_import_bytes", _positive_int, 256 * 1024 * 1024),
     Setting("orca", "long_term_cap", _positive_int, 10_000),
-    Setting("orca", "vector_cache_mb", _non_negative_int, 512),
+    # An agent of 100k messages at 1,024 dimensions: a 445 MiB matrix and its 274 MiB graph.
+    Setting("orca", "vector_cache_mb", _non_negative_int, 1024),
     Setting("orca", "jsonl_backup", _flag, False),
     # The defaults of [llm] and [embedding] depend on the provider: see _llm and _embedding.
     Setting("llm", "provider", _choice(LLM_PROVIDERS), None),
