@@ -491,9 +491,16 @@ def said(text: str) -> str | None:
     return None if opening else _favourite_said(text)
 
 
+# A question about the person's own value says I, my, we or our (我 in Chinese): "Which
+# country is Caroline from?" asks about someone else.
+_ASKED_OF_ONESELF = re.compile(r"\b(i|i'm|me|my|we|we're|our|us)\b|我", re.IGNORECASE)
+
+
 def asked(query: str) -> str | None:
-    """The attribute the question asks for, if any: "Which city do I live in now?" asks for
-    "home"."""
+    """The attribute the question asks the person for, if any: "Which city do I live in now?"
+    asks for "home"."""
+    if not _ASKED_OF_ONESELF.search(query):
+        return None
     favourite = _favourite_asked(query)
     if favourite:
         return favourite

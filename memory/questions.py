@@ -75,7 +75,18 @@ def asks_about_replies(query: str | None) -> bool:
     return bool(query and _REPLIES.search(query))
 
 
+# A recommendation the person asks of the agent names one of them: "Can you recommend...",
+# "What should I cook?". Without, it reports someone else's ("What book did Caroline
+# recommend to Melanie?"). Chinese drops both pronouns (能推荐一个礼物吗？): it is taken as asked.
+_BETWEEN_US = re.compile(r"\b(?:i|i'm|me|my|we|our|us|you|your)\b|[\u4e00-\u9fff]", re.IGNORECASE)
+
+
 def is_recommendation(query: str | None) -> bool:
-    """Whether the query asks for a recommendation now; "what did you recommend" asks about the
-    past, the agent's own words."""
-    return bool(query and _RECOMMENDATION.search(query) and not _PAST_REPLIES.search(query))
+    """Whether the person asks the agent for a recommendation now; "what did you recommend"
+    asks about the past, the agent's own words."""
+    return bool(
+        query
+        and _RECOMMENDATION.search(query)
+        and _BETWEEN_US.search(query)
+        and not _PAST_REPLIES.search(query)
+    )

@@ -136,6 +136,8 @@ def test_a_statement_of_someone_else_or_without_a_value_gives_none(text):
         ("Where did I grow up?", "hometown"),
         ("我是在哪里长大的？", "hometown"),
         ("What did I eat yesterday?", None),
+        ("Which country is Caroline from?", None),  # someone else's
+        ("What company does Jon work for?", None),
         ("Python对象怎么序列化成JSON？", None),
         ("这个页面用什么组件库比较好？", None),
         ("帮我写一封邮件", None),

@@ -51,6 +51,9 @@ def test_it_tells_a_question_about_what_the_agent_said(query, about_replies):
         ("你之前建议我怎么分配存款？", False),
         ("What am I allergic to?", False),
         ("我妹妹叫什么名字？", False),
+        # Someone else's recommendation, reported.
+        ("What book did Caroline recommend to Melanie?", False),
+        ("能推荐一个送给好朋友的生日礼物吗？", True),
         (None, False),
     ],
 )
