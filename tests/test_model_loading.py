@@ -170,6 +170,25 @@ def test_commands_that_do_not_embed_never_import_the_model_stack(tmp_path):
         assert MODEL_STACK.findall(result.stderr) == [], arguments
 
 
+EMBED_AFTER_THE_VECTOR_INDEX = """
+from memory import index_numpy  # every process imports it (usearch) before the model loads
+from memory.embeddings import configured_embedder
+
+print(len(configured_embedder().embed(["hello"])[0]))
+"""
+
+
+def test_a_process_holding_the_vector_index_loads_the_model_and_embeds(tmp_path):
+    # usearch 2.26.6 and onnxruntime, imported in that order, killed the process
+    # (SIGSEGV): the web and task processes died at their first embedding.
+    result = manage(
+        tmp_path, "shell", "-c", EMBED_AFTER_THE_VECTOR_INDEX, ORCA_EMBEDDING_PROVIDER="local"
+    )
+
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert last_line(result) == "896"
+
+
 SLOW_PACKAGE = """
 import time
 
