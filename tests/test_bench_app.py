@@ -81,7 +81,9 @@ def test_bench_context_keeps_its_store_and_reuses_it(tmp_path):
     run = [*small, "--agents", "1", "--dims", "8", "--queries", "2", "--runs", "1"]
     built = manage(tmp_path, "bench_context", *run, "--store", str(stores))
     assert "sessions" in built.stderr  # filled
-    assert [p.name for p in stores.iterdir()] == ["context-2x6-4-1a-8d.db"]
+    assert [p.name for p in stores.iterdir()] == [
+        "context-2x6-4-1a-8d-clustered.db"
+    ]  # its shape, vectors included
 
     reused = manage(tmp_path, "bench_context", *run, "--store", str(stores))
     assert "sessions" not in reused.stderr  # not filled again
@@ -95,7 +97,7 @@ def test_bench_context_keeps_its_postgres_store_as_a_database(tmp_path):
 
     from tests.settings_postgres import _server  # started once, by whichever pass imports it
 
-    name = "bench_context_2x6_4_1a_8d"
+    name = "bench_context_2x6_4_1a_8d_clustered"
     small = ["--sessions", "2", "--messages-per-session", "6", "--memories", "4"]
     run = [*small, "--agents", "1", "--dims", "8", "--queries", "2", "--runs", "1"]
     url = {"ORCA_DATABASE_URL": _server.get_uri("postgres")}
