@@ -115,28 +115,29 @@ def test_only_a_hybrid_search_raises_anything():
     [
         (
             "On what day did I have my driving theory test?",
-            "My driving theory test is coming up, I keep putting off my driving theory test.",
-            "Sat the driving theory test this morning and walked out with a headache.",
+            "driving theory test next week, nervous",
+            "driving theory test this morning, nervous",
         ),
         (
             "我是哪天考的驾照科目二？",
-            "驾照科目二快考了，驾照科目二的倒车入库还不熟。",
-            "我昨天晚上刚从考场出来，驾照科目二总算考完了。",
+            "驾照科目二考的是倒车，在下周。",
+            "驾照科目二在昨日，有点紧张。",
         ),
     ],
 )
 def test_a_question_asking_when_finds_the_message_that_told_of_its_day(question, plans, done):
-    # The plans say the question's words twice; the report of the day says them once.
+    # The same words but the day: without the raise the one stored first comes first.
     before = say(plans, session_id="plans", timestamp=JANUARY)
     after = say(done, session_id="done", timestamp=FEBRUARY)
 
-    hits = search(agent_id="a1", query=SearchQuery(question), now=NOW).hits
-    other = search(agent_id="a1", query=SearchQuery(question.replace("哪天", "怎么")), now=NOW)
+    asked_when = search(agent_id="a1", query=SearchQuery(question), now=NOW).hits
+    asked_how = search(agent_id="a1", query=SearchQuery(question.replace("哪天", "怎么")), now=NOW)
 
-    assert [hit.message.pk for hit in hits] == [after.pk, before.pk]
-    assert hits[0].raised == (OF_ITS_DAY,)
+    assert [hit.message.pk for hit in asked_when] == [after.pk, before.pk]
+    assert asked_when[0].raised == (OF_ITS_DAY,)
     if question.startswith("我"):  # asked how, not when: nothing raised
-        assert [hit.raised for hit in other.hits] == [(), ()]
+        assert [hit.message.pk for hit in asked_how.hits] == [before.pk, after.pk]
+        assert [hit.raised for hit in asked_how.hits] == [(), ()]
 
 
 # --- the person's words, known from a memory -----------------------------------------------

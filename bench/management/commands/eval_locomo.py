@@ -3,13 +3,14 @@ on LoCoMo-format data.
 
 Runs in a fresh temporary database, never the user's. `--target search` (the default) loads
 the conversations as agents, embeds them with the configured provider and searches every
-question. `--target context` replays each conversation as an agent stores it (sessions in
-order, each ended, the task worker drained: summaries, consolidation, vectors), then asks
-every question from a new session (or, with `--same-session`, as the next message of the
-last session) and checks which evidence turns the returned messages hold. `--target updates`
-replays as `context` does and judges each question of an updates set (`tests/data/updates`)
-by `bench.updates`: whether the context holds the current value of a changed fact, and
-whether it shows a superseded value as current.
+question; with `--store-question` it replays them as `context` does (an agent's store: its
+memories too), and stores each question before its search. `--target context` replays each
+conversation as an agent stores it (sessions in order, each ended, the task worker drained:
+summaries, consolidation, vectors), then asks every question from a new session (or, with
+`--same-session`, as the next message of the last session) and checks which evidence turns
+the returned messages hold. `--target updates` replays as `context` does and judges each
+question of an updates set (`tests/data/updates`) by `bench.updates`: whether the context
+holds the current value of a changed fact, and whether it shows a superseded value as current.
 """
 
 from __future__ import annotations
@@ -109,7 +110,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--store-question",
             action="store_true",
-            help="search target: store each question in a new session first, as agents do",
+            help="search target: replay the conversations as an agent stores them (the worker "
+            "drained: memories too), and store each question in a new session first",
         )
         parser.add_argument(
             "--window", type=int, default=8192, help="context and updates: the model window"
@@ -154,9 +156,13 @@ class Command(BaseCommand):
     def _search(
         self, folder: Path, cached: CachedEmbedder | None, options: dict[str, Any]
     ) -> Report:
-        loaded = load_conversations(folder / "conversations.jsonl")
         embedder = cached if options["mode"] != "lexical" else None
-        self._embed(embedder, loaded)
+        if options["store_question"]:
+            # As an agent searches: the conversations stored as it stores them and the
+            # worker's work done, so that search knows the person's memories too.
+            self._replay(folder, cached)
+        else:
+            self._embed(embedder, load_conversations(folder / "conversations.jsonl"))
         with tqdm(unit="query", file=self.stderr._out) as bar:
             return evaluate(
                 folder / "queries.jsonl",
