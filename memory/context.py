@@ -32,7 +32,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.translation import gettext_noop
 
-from memory import attributes, index, outage
+from memory import index, outage
 from memory.context_items import (
     LONG_TERM_HEADER,
     RECALL_HEADER,
@@ -53,7 +53,7 @@ from memory.context_items import (
 from memory.embeddings import Embedder, Thresholds
 from memory.index import Filter
 from memory.index_schema import Term, query_terms
-from memory.memories import memories_like, source_message_ids
+from memory.memories import MEMORY_CANDIDATES, current_value, memories_like, source_message_ids
 from memory.models import LongTermMemory, MainMessage, MemoryType, Role, ShortTermMemory
 from memory.phrases import Phrase, attribute_label
 from memory.questions import asks_about_replies, is_recommendation
@@ -85,7 +85,6 @@ WEAK_IDENTITY_MINIMUM = 3
 IDENTITY_TYPES = (MemoryType.FACT, MemoryType.PREFERENCE)
 # Expired memories stay retrievable at half weight (the design: 降权而非删除).
 EXPIRED_WEIGHT = 0.5
-LONG_TERM_CANDIDATES = 20
 RECALL_CANDIDATES = MAX_K
 
 # One table, Chinese and English, matched case-insensitively anywhere in the query.
@@ -322,10 +321,10 @@ def _long_term_candidates(
     "access_count" when the call has no way to match: no query, or no vector and no term the
     lexical index could look up (`has_terms`: "👍" alone)."""
     if vector is not None:
-        hits = memories_like(agent_id=agent_id, vector=vector, k=LONG_TERM_CANDIDATES)
+        hits = memories_like(agent_id=agent_id, vector=vector, k=MEMORY_CANDIDATES)
         return "similarity", {hit.id: hit.score for hit in hits}
     if query and has_terms(query):
-        hits = memories_like(agent_id=agent_id, text=query, k=LONG_TERM_CANDIDATES)
+        hits = memories_like(agent_id=agent_id, text=query, k=MEMORY_CANDIDATES)
         best = max((hit.score for hit in hits), default=0) or 1
         return "lexical", {hit.id: hit.score / best for hit in hits}
     return "access_count", {}
@@ -415,26 +414,21 @@ def _identity_memories(
     ordered = of_person.order_by("-curated", "-confidence", "-access_count", "-id")
     items = [
         _memory_item(m, None, "identity", now, _identity_why(m.memory_type))
-        for m in ordered[:LONG_TERM_CANDIDATES]
+        for m in ordered[:MEMORY_CANDIDATES]
     ]
     return sorted(items, key=lambda i: (i.expired, _identity_rank(i)))[:wanted]
 
 
-def _current_values(
-    active: QuerySet[LongTermMemory], query: str, now: datetime
-) -> list[MemoryItem]:
+def _current_values(agent_id: str, query: str, now: datetime) -> list[MemoryItem]:
     """A question about one of the person's attributes ("Which city do I live in now?",
     memory.attributes) gets the newest memory that gives it a value, whatever its score:
     the older values are superseded, and the words of the question may match none."""
-    attribute = attributes.asked(query)
-    if attribute is None:
-        return []
-    newest = active.filter(attribute=attribute).newest_said_first().first()
+    newest = current_value(agent_id, query, now)
     if newest is None:
         return []
     why = Phrase(
         gettext_noop("asks for an attribute (%(attribute)s): its current value"),
-        attribute=attribute_label(attribute),
+        attribute=attribute_label(newest.attribute),
     )
     return [_memory_item(newest, None, "attribute", now, why)]
 
@@ -488,7 +482,7 @@ def _long_term(
     if identity:
         chosen += _identity_memories(active, chosen, now)
         chosen.sort(key=_identity_rank)
-    values = _current_values(active, query, now)
+    values = _current_values(agent_id, query, now)
     chosen = values + [item for item in chosen if item.id not in {v.id for v in values}]
     chosen_ids = {i.id for i in chosen}
     if method == "similarity":
@@ -514,7 +508,7 @@ def _waiting_for_vectors(
     cannot find, judged by their words as on the lexical path (memory.relevance): a memory
     just remembered is in the next call if it says the query's words. The ones that say too
     few are left out, with why; at most LONG_TERM_ITEMS are taken."""
-    waiting = list(active.filter(has_embedding=False).order_by("-pk")[:LONG_TERM_CANDIDATES])
+    waiting = list(active.filter(has_embedding=False).order_by("-pk")[:MEMORY_CANDIDATES])
     terms = query_terms(query) if waiting else []
     taken: list[MemoryItem] = []
     passed: list[LeftOut] = []

@@ -139,6 +139,11 @@ def source_message_ids(memory_ids: Iterable[int]) -> dict[int, tuple[int, ...]]:
     return found
 
 
+# The memories a query's KNN or text search brings for the floors to judge (the context's
+# long-term layer, `to_respect`).
+MEMORY_CANDIDATES = 20
+
+
 def current_value(agent_id: str, query: str, now: datetime) -> LongTermMemory | None:
     """For a question asking for one of the person's attributes ("Which city do I live in
     now?", memory.attributes), the newest active memory giving it a value: the older ones are
@@ -156,7 +161,8 @@ def to_respect(
     """For a recommendation question ("Can you recommend a gift?", memory.questions), the
     person's preferences and facts it must respect, as the context's type-aware floors judge
     them (memory.relevance's `memory_verdict`), most similar first."""
-    hits = {hit.id: hit.score for hit in memories_like(agent_id=agent_id, vector=vector, k=20)}
+    similar = memories_like(agent_id=agent_id, vector=vector, k=MEMORY_CANDIDATES)
+    hits = {hit.id: hit.score for hit in similar}
     active = LongTermMemory.objects.filter(agent_id=agent_id, pk__in=hits).active().current(now)
     kept = [
         memory
