@@ -4,8 +4,8 @@ Hybrid fuses the two ranked lists; every hit keeps its component scores and rank
 result can be explained. Without usable vectors, vector and hybrid searches answer
 lexically and say why in `degraded`. A hybrid search (the default, and the context's
 recall) also raises what words and meaning miss, saying so in each hit's `raised`: the
-messages of a period the query names, and the person's words that answer it, known from
-their long-term memories.
+messages of a period the query names, those that tell of their own day when it asks when,
+and the person's words that answer it, known from their long-term memories.
 """
 
 from __future__ import annotations
@@ -384,6 +384,7 @@ def candidates(
     vectors: list[Hit] = []
     query_vector: tuple[float, ...] | None = None
     embedding: QueryEmbedding | None = None
+    at = now or timezone.now()  # relative days and periods count from one instant
     if mode != "lexical":
         embedding = embedded or query_embedding(query.text)
         query_vector = embedding.vector
@@ -409,9 +410,8 @@ def candidates(
             session_id=query.session_id,
             filters=(*filters, *_without_session(query)),
             exclude=query.exclude_ids,
-            now=now or timezone.now(),
+            now=at,
         )
-    at = now or timezone.now()
     hybrid = query.mode == "hybrid"
     said = _said(agent_id, query, since, until, at, embedding) if hybrid else frozenset()
     ranked = _merge(lexical, vectors, said)
