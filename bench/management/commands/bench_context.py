@@ -105,8 +105,15 @@ def _sentence(rng: random.Random, words: int) -> str:
     return " ".join(rng.choices(VOCABULARY, cum_weights=CUMULATIVE_WEIGHTS, k=words))
 
 
-def _agent(session: int, agents: int) -> str:
-    return f"{AGENT}-{session % agents}"
+def _agent(number: int, agents: int, *, of: int = 0, largest: float = 0.0) -> str:
+    """The agent holding session or memory `number` of `of`: dealt out in turn, or with
+    `largest`, that share of them (the first) held by one agent, the rest dealt to the others."""
+    held = round(of * largest)
+    if not held or agents == 1:
+        return f"{AGENT}-{number % agents}"
+    if number < held:
+        return f"{AGENT}-0"
+    return f"{AGENT}-{1 + (number - held) % (agents - 1)}"
 
 
 MODELS = (MainMessage, ShortTermMemory, LongTermMemory)
@@ -178,6 +185,13 @@ class Command(BaseCommand):
             default="clustered",
             help="the embeddings: around cluster centres, as real ones are, or uniformly random",
         )
+        parser.add_argument(
+            "--largest",
+            type=float,
+            default=0.0,
+            help="the share of sessions and memories one agent holds (the rest dealt to the "
+            "others), whose sessions the queries then ask about (issue 35's 1M store: 0.1)",
+        )
         parser.add_argument("--queries", type=int, default=200, help="per run")
         parser.add_argument("--runs", type=int, default=5, help="runs of the queries per store")
         parser.add_argument(
@@ -237,7 +251,7 @@ class Command(BaseCommand):
         with tempfile.TemporaryDirectory(prefix="orca-bench-") as folder:
             embedder = FakeEmbedder(dimension, options["vectors"])
             self._open_store(options, agents, embedder, Path(folder))
-            self._warm(agents, embedder)
+            self._warm(options, agents, embedder)
             for _ in range(options["runs"]):
                 for knn_by, (p50s, p95s) in rows.items():
                     wrapper = split if split and knn_by == engine else None
@@ -271,6 +285,8 @@ class Command(BaseCommand):
         )
         if options["vectors"] != "random":  # the stores kept before there was a choice
             shape += f"-{options['vectors']}"
+        if options["largest"]:
+            shape += f"-largest{round(options['largest'] * 100)}pct"
         if connections["default"].vendor == "postgresql":
             self._open_kept_database(options, agents, embedder, f"bench_context_{shape}")
             return
@@ -315,14 +331,15 @@ class Command(BaseCommand):
     def _fill(self, options: dict[str, Any], agents: int, embedder: FakeEmbedder) -> None:
         rng = random.Random(7)
         per_session = options["messages_per_session"]
-        for s in tqdm(range(options["sessions"]), desc="sessions", file=self.stderr._out):
+        sessions, largest = options["sessions"], options["largest"]
+        for s in tqdm(range(sessions), desc="sessions", file=self.stderr._out):
             session = f"session-{s}"
             rows = []
             for i in range(per_session):
                 text = _sentence(rng, rng.randint(5, 40))
                 rows.append(
                     MainMessage(
-                        agent_id=_agent(s, agents),
+                        agent_id=_agent(s, agents, of=sessions, largest=largest),
                         session_id=session,
                         role="user" if i % 2 == 0 else "assistant",
                         content=text,
@@ -336,14 +353,16 @@ class Command(BaseCommand):
                 MainMessage.objects.bulk_create(rows, batch_size=1000)
                 ShortTermMemory.objects.bulk_create(
                     ShortTermMemory(
-                        agent_id=_agent(s, agents), session_id=session, content=_sentence(rng, 12)
+                        agent_id=_agent(s, agents, of=sessions, largest=largest),
+                        session_id=session,
+                        content=_sentence(rng, 12),
                     )
                     for _ in range(10)
                 )
         LongTermMemory.objects.bulk_create(
             (
                 LongTermMemory(
-                    agent_id=_agent(m, agents),
+                    agent_id=_agent(m, agents, of=options["memories"], largest=largest),
                     content=_sentence(rng, 10),
                     memory_type=rng.choice(MemoryType.values),
                     access_count=rng.randint(0, 50),
@@ -355,13 +374,15 @@ class Command(BaseCommand):
         prepare_index(embedder.signature)  # the vector tables, before their indexes go
         postgres = connections["default"].vendor == "postgresql"
         dimension = embedder.signature.dimension
-        with (
-            knn_postgres.hnsw_built_after(dimension) if postgres else nullcontext(),
-            tqdm(desc="embedding", unit="row", file=self.stderr._out) as bar,
-        ):
-            embed_pending(embedder=embedder, batch_size=500, progress=bar.update)
+        with knn_postgres.hnsw_built_after(dimension) if postgres else nullcontext():
+            with tqdm(desc="embedding", unit="row", file=self.stderr._out) as bar:
+                embed_pending(embedder=embedder, batch_size=500, progress=bar.update)
+            embedded = time.perf_counter()
+        if postgres:
+            seconds = time.perf_counter() - embedded
+            self.stderr.write(f"HNSW indexes built after the fill in {seconds:.1f} s")
 
-    def _warm(self, agents: int, embedder: FakeEmbedder) -> None:
+    def _warm(self, options: dict[str, Any], agents: int, embedder: FakeEmbedder) -> None:
         """One call per agent before the timed runs: each builds the agent's matrices of the
         derived vector index, as a server's first calls do (timed here, not in the runs)."""
         index_numpy.clear()  # the matrices of the previous row's database
@@ -373,9 +394,13 @@ class Command(BaseCommand):
             seconds = time.perf_counter() - start
             self.stderr.write(f"{len(built)} agent index(es) built in {seconds:.1f} s")
             start = time.perf_counter()
-        for number in range(agents):  # session n belongs to agent n % agents
+        sessions = options["sessions"]
+        first = {}  # each agent's first session
+        for number in reversed(range(sessions)):
+            first[_agent(number, agents, of=sessions, largest=options["largest"])] = number
+        for agent_id, number in first.items():
             context_build(
-                agent_id=_agent(number, agents),
+                agent_id=agent_id,
                 session_id=f"session-{number}",
                 query="warm up",
                 model_window=8192,
@@ -404,10 +429,12 @@ class Command(BaseCommand):
         for _ in range(options["queries"]):
             query = f"{_sentence(rng, 6)} #{rng.random()}"  # new each time: no cache hit
             query_vector(embedder, query)  # the embedding call is excluded from the figure
-            number = rng.randrange(options["sessions"])
+            sessions, largest = options["sessions"], options["largest"]
+            # With --largest, the largest agent's sessions: the case its goal names.
+            number = rng.randrange(round(sessions * largest) or sessions)
             start = time.perf_counter()
             context_build(
-                agent_id=_agent(number, agents),
+                agent_id=_agent(number, agents, of=sessions, largest=largest),
                 session_id=f"session-{number}",
                 query=query,
                 model_window=8192,
