@@ -286,7 +286,7 @@ class Command(BaseCommand):
         if options["vectors"] != "random":  # the stores kept before there was a choice
             shape += f"-{options['vectors']}"
         if options["largest"]:
-            shape += f"-largest{round(options['largest'] * 100)}pct"
+            shape += f"-top{round(options['largest'] * 100)}"
         if connections["default"].vendor == "postgresql":
             self._open_kept_database(options, agents, embedder, f"bench_context_{shape}")
             return
@@ -309,7 +309,8 @@ class Command(BaseCommand):
         self, options: dict[str, Any], agents: int, embedder: FakeEmbedder, name: str
     ) -> None:
         """The store kept as the database `name` on the PostgreSQL server: built under another
-        name and renamed once whole, as the SQLite file is."""
+        name (`_new`: PostgreSQL's names end at 63 bytes) and renamed once whole, as the SQLite
+        file is."""
         connection = connections["default"]
         name = name.replace("-", "_")
         connection.close()
@@ -317,15 +318,15 @@ class Command(BaseCommand):
             cursor.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name])
             kept = cursor.fetchone() is not None
             if not kept:
-                cursor.execute(f'DROP DATABASE IF EXISTS "{name}_building"')
-                cursor.execute(f'CREATE DATABASE "{name}_building"')
+                cursor.execute(f'DROP DATABASE IF EXISTS "{name}_new"')
+                cursor.execute(f'CREATE DATABASE "{name}_new"')
         if not kept:
-            connection.settings_dict["NAME"] = f"{name}_building"
+            connection.settings_dict["NAME"] = f"{name}_new"
             call_command("migrate", verbosity=0, interactive=False)
             self._fill(options, agents, embedder)
             connection.close()
             with connection._nodb_cursor() as cursor:
-                cursor.execute(f'ALTER DATABASE "{name}_building" RENAME TO "{name}"')
+                cursor.execute(f'ALTER DATABASE "{name}_new" RENAME TO "{name}"')
         connection.settings_dict["NAME"] = name
 
     def _fill(self, options: dict[str, Any], agents: int, embedder: FakeEmbedder) -> None:
