@@ -23,7 +23,9 @@ SQLite").
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
+import math
 import time
 from array import array
 from collections.abc import Collection, Iterable, Sequence
@@ -367,6 +369,18 @@ term_lexeme AS (
 )
 """
 
+# The tsquery of rows holding every term of one of the clauses, each clause its terms'
+# numbers ("1,3"): NULL for none.
+_CLAUSES = (
+    "(SELECT string_agg('(' || (SELECT string_agg('(' || u.q::text || ')', ' & ') FROM usable "
+    "AS u WHERE u.n = ANY(string_to_array(c, ',')::int[])) || ')', ' | ')::tsquery FROM "
+    "unnest(%s::text[]) AS c)"
+)
+
+# How the rows of the fill are ranked before the best are scored: ts_rank with the weights
+# of the text and its context (D, C, B, A: context bigrams, bigrams, context words, words).
+_FILL_WEIGHTS = "{0.5,1,0.5,1}"
+
 # BM25's parameters, FTS5's.
 BM25_K1 = 1.2
 BM25_B = 0.75
@@ -378,13 +392,25 @@ BM25_B = 0.75
 # its 10,000 rows, 250-450 ms (docs/BENCHMARKS.md, PostgreSQL's "Context assembly"). As on
 # SQLite (index_sqlite, "terms that weigh nothing" and "rows that hold only the frequent
 # terms"), once the scope holds PRUNE_FROM_ROWS rows: a term in half of its rows or more is
-# left out (its idf is floored at 1e-6: it ranks nothing), and once the rarer terms are in
-# GATE_ROWS rows, only rows holding one of them are scored (with every term: the same score
-# for each row returned, but for the mean length, taken over the rows scored). The counts are
-# the scope's own (an agent's, or an agent's session), as BM25 here takes its idf; an agent's
-# are kept per process for RECOUNT_SECONDS (a scope of 10,000 rows moves little in that time).
+# left out (its idf is floored at 1e-6: it ranks nothing), and only the rows of a gate are
+# scored (with every term: the same score for each row returned, but for the mean length,
+# taken over the rows scored), at most about SCORED_ROWS of them however large the agent:
+# - the rarer terms, rarest first, until they hold GATE_ROWS rows, as long as their rows stay
+#   within SCORED_ROWS (a word in 40% of one agent's 100,000 rows once made 40,000 rows
+#   scored: a second);
+# - short of GATE_ROWS, the rows holding several of the other terms (up to GATE_TERMS of
+#   them, the rarer), which score above those holding one: the fewest together whose rows,
+#   expected as if the terms were independent, still fit;
+# - still short, rows holding one fewer of them, as many as it takes (the first the index
+#   finds: they rank below the rest and among themselves on little evidence).
+# The counts are the scope's own (an agent's, or an agent's session), as BM25 here takes its
+# idf; an agent's are kept per process for RECOUNT_SECONDS (a scope of 10,000 rows moves little
+# in that time).
 PRUNE_FROM_ROWS = 10_000
 GATE_ROWS = 500
+SCORED_ROWS = 1_000
+FILL_READ = 5_000
+GATE_TERMS = 6
 RECOUNT_SECONDS = 60.0
 MAX_COUNTED_TERMS = 50_000
 
@@ -452,20 +478,61 @@ def _scope_counts(
     return counts
 
 
-def _scored_terms(terms: Sequence[Term], counts: _ScopeCounts) -> tuple[list[Term], set[Term]]:
-    """(the terms that weigh, the rarer of them whose rows are scored), as described above."""
+@dataclass(frozen=True)
+class _Gate:
+    """The rows scored: those holding every term of one of `clauses`, and up to `fill` rows
+    holding every term of one of `fill_clauses`."""
+
+    clauses: list[tuple[Term, ...]]
+    fill_clauses: list[tuple[Term, ...]] = field(default_factory=list)
+    fill: int = 0
+
+
+def _scored_terms(terms: Sequence[Term], counts: _ScopeCounts) -> tuple[list[Term], _Gate]:
+    """(the terms that weigh, the rows scored), as described above."""
     held = [term for term in terms if counts.docs[term] > 0]
     if counts.rows < PRUNE_FROM_ROWS:
-        return held, set(held)
+        return held, _Gate([(term,) for term in held])
     weighing = [term for term in held if 2 * counts.docs[term] < counts.rows] or held
-    rare: set[Term] = set()
-    rows = 0
-    for term in sorted(weighing, key=lambda t: counts.docs[t]):
-        if rows >= GATE_ROWS:
-            break
-        rare.add(term)
-        rows += counts.docs[term]
-    return weighing, rare
+    gating = sorted(weighing, key=lambda t: counts.docs[t])[:GATE_TERMS]
+    # Every combination of the gating terms a row may hold, the heaviest first, with the rows
+    # expected to hold exactly it.
+    held_together = []
+    for size in range(1, len(gating) + 1):
+        for together in itertools.combinations(gating, size):
+            expected = float(counts.rows)
+            for term in gating:
+                share = counts.docs[term] / counts.rows
+                expected *= share if term in together else 1 - share
+            weight = sum(_idf(counts.docs[term], counts.rows) for term in together)
+            held_together.append((weight, together, expected))
+    held_together.sort(key=lambda combination: -combination[0])
+    chosen: list[tuple[Term, ...]] = []
+    rows = 0.0
+    for _weight, together, expected in held_together:
+        if rows >= GATE_ROWS or rows + expected > SCORED_ROWS:
+            if rows >= GATE_ROWS:
+                return weighing, _Gate(_fewest(chosen))
+            # Short of GATE_ROWS: the rows of the next combination, as many as it takes.
+            return weighing, _Gate(_fewest(chosen), [together], GATE_ROWS - round(rows))
+        chosen.append(together)
+        rows += expected
+    return weighing, _Gate(_fewest(chosen))
+
+
+def _idf(docs: int, rows: int) -> float:
+    """A term's inverse document frequency, as the query computes it."""
+    return max(math.log((rows - docs + 0.5) / (docs + 0.5)), 1e-6)
+
+
+def _fewest(combinations: list[tuple[Term, ...]]) -> list[tuple[Term, ...]]:
+    """Those of the combinations that hold none of the others: a row holding one of the
+    others (heavier, since each of them is chosen with all its supersets) holds one of these."""
+    return [
+        together
+        for together in combinations
+        if not any(set(other) < set(together) for other in combinations)
+    ]
 
 
 def lexical_search(
@@ -495,7 +562,7 @@ def lexical_search(
         scope_params.append(session_id)
     scoped = " AND ".join(scope)
     counts = _scope_counts(table, terms, scoped, scope_params, using)
-    terms, rare = _scored_terms(terms, counts)
+    terms, gate = _scored_terms(terms, counts)
     if not terms:
         return []
     join, conditions, params = "", [], []
@@ -519,9 +586,13 @@ def lexical_search(
         _TERMS
         # Each row's length travels with its occurrences: joined back to the rows scored, it
         # was a nested loop over both (the planner estimates 50 rows matched): seconds.
-        + ", matched AS MATERIALIZED (SELECT f.rowid, f.doc, length(f.doc) AS dl FROM "
-        f"{name} AS f WHERE {scoped} AND f.doc @@ (SELECT string_agg('(' || q::text || ')', "
-        "' | ')::tsquery FROM usable JOIN unnest(%s::int[]) AS rare(n) USING (n))), "
+        + f", gate AS (SELECT {_CLAUSES} AS q, {_CLAUSES} AS fill, {_CLAUSES} AS fill_any), "
+        "matched AS MATERIALIZED (SELECT f.rowid, f.doc, length(f.doc) AS dl FROM "
+        f"{name} AS f WHERE {scoped} AND f.doc @@ (SELECT q FROM gate) UNION ALL (SELECT "
+        f"rowid, doc, length(doc) FROM (SELECT f.rowid, f.doc FROM {name} AS f WHERE {scoped} "
+        "AND f.doc @@ (SELECT fill FROM gate) AND NOT coalesce(f.doc @@ (SELECT q FROM gate), "
+        f"false) LIMIT {FILL_READ}) AS candidate ORDER BY ts_rank('{_FILL_WEIGHTS}', doc, "
+        "(SELECT fill_any FROM gate), 1) DESC, rowid LIMIT %s)), "
         "occurrence AS (SELECT m.rowid, m.dl, t.n, CASE w WHEN t.text_weight THEN 1.0::float8 "
         "WHEN t.context_weight THEN 0.5 ELSE 0 END AS weight FROM matched AS m "
         "CROSS JOIN LATERAL unnest(ts_delete(m.doc, tsvector_to_array(ts_delete(m.doc, "
@@ -542,11 +613,20 @@ def lexical_search(
     )
     kinds = [term.kind for term in terms]
     texts = [term.text for term in terms]
-    rare_numbers = [number for number, term in enumerate(terms, start=1) if term in rare]
+    numbers = {term: number for number, term in enumerate(terms, start=1)}
+
+    def clauses(of: list[tuple[Term, ...]]) -> list[str]:
+        return [",".join(str(numbers[term]) for term in clause) for clause in of]
+
     docs = [counts.docs[term] for term in terms]
     with connections[using].cursor() as cursor:
         cursor.execute(
             sql,
-            [kinds, texts, *scope_params, rare_numbers, counts.rows, docs, *params, k],
+            [
+                *(kinds, texts, clauses(gate.clauses), clauses(gate.fill_clauses)),
+                clauses([(term,) for clause in gate.fill_clauses for term in clause]),
+                *(*scope_params, *scope_params, gate.fill),
+                *(counts.rows, docs, *params, k),
+            ],
         )
         return [Hit(row_id, score) for row_id, score in cursor.fetchall()]
