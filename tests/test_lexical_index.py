@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 
 from memory import index, index_postgres, index_sqlite
 from memory.index import MEMORY_TEXT, MESSAGE_TEXT, SUMMARY_TEXT
-from memory.index_schema import query_terms
+from memory.index_schema import Term, query_terms
 from memory.models import LongTermMemory, MainMessage, ShortTermMemory
 from memory.text import cjk_terms, message_label
 
@@ -452,6 +452,47 @@ def test_postgres_scores_only_the_rows_of_the_rarer_words_once_they_hold_enough(
     assert gated[0].score > max(
         hit.score for hit in everything if hit.id in {m.pk for m in pottery}
     )
+
+
+def test_postgres_gates_a_frequent_word_by_the_rows_holding_a_rarer_one_with_it():
+    kiln, pottery, glaze = (Term("word", word) for word in ("kiln", "pottery", "glaze"))
+    counts = index_postgres._ScopeCounts(10_000, 0.0, {kiln: 100, pottery: 3000, glaze: 4000})
+    # Heaviest first: every combination holding "kiln" (100 rows expected in all), then
+    # "pottery" with "glaze" (1,188 expected: past SCORED_ROWS): "kiln"'s rows are scored, and
+    # GATE_ROWS less those of the rows holding both of the others.
+    weighing, gate = index_postgres._scored_terms([kiln, pottery, glaze], counts)
+    assert weighing == [kiln, pottery, glaze]
+    assert gate == index_postgres._Gate([(kiln,)], [(pottery, glaze)], 400)
+    # Once the rarer word's rows reach GATE_ROWS nothing else is scored.
+    counts.docs[kiln] = 600
+    assert index_postgres._scored_terms([kiln, pottery, glaze], counts)[1] == (
+        index_postgres._Gate([(kiln,)])
+    )
+
+
+def test_postgres_gates_two_frequent_words_by_the_rows_holding_both():
+    tea, cake, jam = (Term("word", word) for word in ("tea", "cake", "jam"))
+    counts = index_postgres._ScopeCounts(10_000, 0.0, {tea: 2000, cake: 2500, jam: 6000})
+    # "jam", in most rows, weighs nothing; "tea" and "cake" together: 500 rows expected.
+    weighing, gate = index_postgres._scored_terms([tea, cake, jam], counts)
+    assert weighing == [tea, cake]
+    assert gate == index_postgres._Gate([(tea, cake)])
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's counts")
+def test_postgres_scores_the_best_of_a_frequent_words_rows_when_nothing_rarer_gates_them(
+    postgres_prunes_any_scope, monkeypatch
+):
+    most = message("tea tea tea")
+    more = message("tea tea and more")
+    for text in ("tea note one", "tea note two", "tea, then more notes"):
+        message(text)
+    for n in range(6):
+        message(f"Nothing else {n}.")
+    # "tea" in 5 of 11 rows, past SCORED_ROWS: the fill, ranked by ts_rank, keeps 2 of them.
+    monkeypatch.setattr(index_postgres, "GATE_ROWS", 2)
+    monkeypatch.setattr(index_postgres, "SCORED_ROWS", 2)
+    assert found("tea") == [most.pk, more.pk]
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's counts")
