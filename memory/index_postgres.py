@@ -235,8 +235,9 @@ def knn(
 # graph past the others' (an iterative scan), and at 100k messages over 10 agents the
 # context's k=157 read 21,700 buffers, 30-140 ms; for an agent holding a tenth of 1M vectors
 # its recall@10 was 0.70 (docs/BENCHMARKS.md, PostgreSQL). An agent holding AGENT_INDEX_ROWS
-# message vectors or more (and less than half of all: else the shared graph is mostly its
-# own) gets an index of its own, partial on its agent_id, which the planner prefers for that
+# vectors or more in a vector table (messages, summaries or memories; and less than half of
+# the table's: else the shared graph is mostly its own) gets an index of its own there,
+# partial on its agent_id, which the planner prefers for that
 # agent's queries (they name the agent); it is dropped once the agent holds fewer than half
 # of AGENT_INDEX_ROWS. The service checks after embedding, at most every
 # AGENT_INDEX_CHECK_SECONDS per process: an index built then, concurrently, takes seconds
@@ -247,18 +248,20 @@ AGENT_INDEX_CHECK_SECONDS = 600.0
 _AGENT_INDEXES_CHECKED: dict[str, float] = {}  # database name -> time.monotonic()
 
 
-AGENT_INDEX_PREFIX = f"{MESSAGE_VECTORS.name}_hnsw_"
+def agent_index_name(agent_id: str, table: VectorTable = MESSAGE_VECTORS) -> str:
+    """The name of an agent's own HNSW index on a vector table: its id hashed (identifiers
+    are 63 bytes)."""
+    return _agent_index_prefix(table) + hashlib.sha256(agent_id.encode()).hexdigest()[:16]
 
 
-def agent_index_name(agent_id: str) -> str:
-    """The name of an agent's own HNSW index: its id hashed (identifiers are 63 bytes)."""
-    return AGENT_INDEX_PREFIX + hashlib.sha256(agent_id.encode()).hexdigest()[:16]
+def _agent_index_prefix(table: VectorTable) -> str:
+    return f"{table.name}_hnsw_"
 
 
 def maintain_agent_indexes(*, using: str) -> list[str]:
-    """Build the missing indexes of large agents and drop those of agents grown small; the
-    names built or dropped. Not inside a transaction (CONCURRENTLY), and at most every
-    AGENT_INDEX_CHECK_SECONDS per process and database."""
+    """Build the missing indexes of large agents and drop those of agents grown small, on
+    each vector table; the names built or dropped. Not inside a transaction (CONCURRENTLY),
+    and at most every AGENT_INDEX_CHECK_SECONDS per process and database."""
     connection = connections[using]
     database = str(connection.settings_dict["NAME"])
     checked = _AGENT_INDEXES_CHECKED.get(database)
@@ -267,40 +270,47 @@ def maintain_agent_indexes(*, using: str) -> list[str]:
     ):
         return []
     _AGENT_INDEXES_CHECKED[database] = time.monotonic()
-    table = _q(MESSAGE_VECTORS.name)
+    changed = []
     with connection.cursor() as cursor:
-        # Large: AGENT_INDEX_ROWS or more, and less than half of all (an agent holding most
-        # vectors has the shared graph nearly to itself). Half of AGENT_INDEX_ROWS keeps one.
-        cursor.execute(
-            f"SELECT agent_id, count(*) >= %s AND 2 * count(*) < (SELECT count(*) FROM {table}) "
-            f"FROM {table} GROUP BY agent_id HAVING count(*) >= %s",
-            [AGENT_INDEX_ROWS, AGENT_INDEX_ROWS // 2],
-        )
-        sizes = dict(cursor.fetchall())  # agent -> large
-        cursor.execute(
-            "SELECT c.relname, obj_description(c.oid, 'pg_class') FROM pg_index AS i "
-            "JOIN pg_class AS c ON c.oid = i.indexrelid WHERE i.indrelid = %s::regclass "
-            "AND c.relname LIKE %s",
-            [MESSAGE_VECTORS.name, AGENT_INDEX_PREFIX.replace("_", "\\_") + "%"],
-        )
-        existing = dict(cursor.fetchall())  # index name -> its agent, in its comment
-        changed = []
-        for name, agent_id in existing.items():
-            # An index without its comment is one whose build failed (left INVALID): it goes.
-            if agent_id not in sizes and _ddl(cursor, f"DROP INDEX CONCURRENTLY {_q(name)}"):
-                changed.append(name)
-        for agent_id, large in sizes.items():
-            name = agent_index_name(agent_id)
-            if large and name not in existing:
-                cursor.execute("SELECT quote_literal(%s)", [agent_id])
-                (literal,) = cursor.fetchone()
-                if _ddl(
-                    cursor,
-                    f"CREATE INDEX CONCURRENTLY {_q(name)} ON {table} "
-                    f"USING hnsw (embedding vector_cosine_ops) WHERE agent_id = {literal}",
-                    f"COMMENT ON INDEX {_q(name)} IS {literal}",
-                ):
-                    changed.append(name)
+        for table in VECTOR_TABLES:
+            changed += _maintain_agent_indexes(cursor, table)
+    return changed
+
+
+def _maintain_agent_indexes(cursor: Any, table: VectorTable) -> list[str]:
+    name = _q(table.name)
+    # Large: AGENT_INDEX_ROWS or more, and less than half of all (an agent holding most
+    # vectors has the shared graph nearly to itself). Half of AGENT_INDEX_ROWS keeps one.
+    cursor.execute(
+        f"SELECT agent_id, count(*) >= %s AND 2 * count(*) < (SELECT count(*) FROM {name}) "
+        f"FROM {name} GROUP BY agent_id HAVING count(*) >= %s",
+        [AGENT_INDEX_ROWS, AGENT_INDEX_ROWS // 2],
+    )
+    sizes = dict(cursor.fetchall())  # agent -> large
+    cursor.execute(
+        "SELECT c.relname, obj_description(c.oid, 'pg_class') FROM pg_index AS i "
+        "JOIN pg_class AS c ON c.oid = i.indexrelid WHERE i.indrelid = %s::regclass "
+        "AND c.relname LIKE %s",
+        [table.name, _agent_index_prefix(table).replace("_", "\\_") + "%"],
+    )
+    existing = dict(cursor.fetchall())  # index name -> its agent, in its comment
+    changed = []
+    for index_name, agent_id in existing.items():
+        # An index without its comment is one whose build failed (left INVALID): it goes.
+        if agent_id not in sizes and _ddl(cursor, f"DROP INDEX CONCURRENTLY {_q(index_name)}"):
+            changed.append(index_name)
+    for agent_id, large in sizes.items():
+        index_name = agent_index_name(agent_id, table)
+        if large and index_name not in existing:
+            cursor.execute("SELECT quote_literal(%s)", [agent_id])
+            (literal,) = cursor.fetchone()
+            if _ddl(
+                cursor,
+                f"CREATE INDEX CONCURRENTLY {_q(index_name)} ON {name} "
+                f"USING hnsw (embedding vector_cosine_ops) WHERE agent_id = {literal}",
+                f"COMMENT ON INDEX {_q(index_name)} IS {literal}",
+            ):
+                changed.append(index_name)
     return changed
 
 

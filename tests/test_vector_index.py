@@ -9,7 +9,7 @@ from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 
 from memory import index, index_postgres
-from memory.index import MESSAGE_VECTORS, Filter
+from memory.index import MEMORY_VECTORS, MESSAGE_VECTORS, Filter
 
 pytestmark = pytest.mark.django_db
 
@@ -207,11 +207,11 @@ def _postgres_embedding_column(sql, table: str) -> tuple[str, str]:
 # --- PostgreSQL: an HNSW index of its own for a large agent ----------------------------------
 
 
-def _agent_indexes(sql) -> dict[str, str]:
-    """The message vectors' partial indexes: name -> predicate."""
+def _agent_indexes(sql, table=MESSAGE_VECTORS) -> dict[str, str]:
+    """A vector table's partial indexes: name -> predicate."""
     rows = sql(
         "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s AND indexname LIKE %s",
-        [MESSAGE_VECTORS.name, index_postgres.AGENT_INDEX_PREFIX.replace("_", "\\_") + "%"],
+        [table.name, index_postgres._agent_index_prefix(table).replace("_", "\\_") + "%"],
     )
     return {name: definition.split(" WHERE ", 1)[1] for name, definition in rows}
 
@@ -252,6 +252,24 @@ def test_postgres_builds_an_index_for_a_large_agent_and_drops_it_once_small(sql,
     index_postgres.forget_agent_index_checks()
     assert index.maintain_agent_indexes() == [name]
     assert _agent_indexes(sql) == {}
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's HNSW indexes")
+@pytest.mark.django_db(transaction=True)
+def test_postgres_builds_an_index_for_an_agent_with_many_memories(sql, monkeypatch):
+    monkeypatch.setattr(index_postgres, "AGENT_INDEX_ROWS", 4)
+    index_postgres.forget_agent_index_checks()
+    for row_id in range(1, 10):
+        index.vector_put(
+            MEMORY_VECTORS,
+            row_id=row_id,
+            agent_id="big" if row_id < 5 else f"small-{row_id}",
+            embedding=unit(row_id, wobble=0.1),
+            metadata={"memory_type": "fact"},
+        )
+    name = index_postgres.agent_index_name("big", MEMORY_VECTORS)
+    assert index.maintain_agent_indexes() == [name]  # no message vectors: none of theirs
+    assert _agent_indexes(sql, MEMORY_VECTORS) == {name: "(agent_id = 'big'::text)"}
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's HNSW indexes")
