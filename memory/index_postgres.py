@@ -420,6 +420,7 @@ PRUNE_FROM_ROWS = 10_000
 GATE_ROWS = 500
 SCORED_ROWS = 1_000
 FILL_READ = 5_000
+SAMPLED_ROWS = 5_000
 GATE_TERMS = 6
 RECOUNT_SECONDS = 60.0
 MAX_COUNTED_TERMS = 50_000
@@ -472,20 +473,54 @@ def _scope_counts(
                 _SCOPE_COUNTS[key] = counts
         missing = [term for term in terms if term not in counts.docs]
         if missing:
-            # A term's rows as BM25 counts them: those where it matches (a word in the text or
-            # its context, a bigram in their CJK terms, a day's phrase), through the GIN index.
-            # A word unweighted: its lexemes are never CJK, so never C or D, and the index
-            # answers without reading each row's tsvector (3.4x faster for a frequent word).
-            cursor.execute(
-                _TERMS + f"SELECT n, (SELECT count(*) FROM {name} AS f WHERE {scope} "
-                "AND f.doc @@ CASE kind WHEN 'word' THEN (SELECT string_agg(quote_literal(l), "
-                "' | ') FROM unnest(lexemes) AS l)::tsquery ELSE q END) FROM usable",
-                [[t.kind for t in missing], [t.text for t in missing], *scope_params],
-            )
-            found = dict(cursor.fetchall())
-            for number, term in enumerate(missing, start=1):
-                counts.docs[term] = found.get(number, 0)  # no lexeme: matches no row
+            counts.docs.update(_term_rows(cursor, name, scope, scope_params, missing, counts.rows))
     return counts
+
+
+# A term's rows as BM25 counts them: those where it matches (a word in the text or its
+# context, a bigram in their CJK terms, a day's phrase), through the GIN index. A word
+# unweighted: its lexemes are never CJK, so never C or D, and the index answers without
+# reading each row's tsvector (3.4x faster for a frequent word). Made once per term
+# (MATERIALIZED): inlined, it was made again for each row read.
+_COUNTED = (
+    ", counted AS MATERIALIZED (SELECT n, CASE kind WHEN 'word' THEN (SELECT "
+    "string_agg(quote_literal(l), ' | ') FROM unnest(lexemes) AS l)::tsquery ELSE q END AS q "
+    "FROM usable)"
+)
+
+
+def _term_rows(
+    cursor: Any, name: str, scope: str, scope_params: list[str], terms: list[Term], rows: int
+) -> dict[Term, int]:
+    """The rows holding each term: first its share of the scope's first SAMPLED_ROWS rows
+    (in its index's order; all of a scope no larger), then, where the sample is not all and
+    finds it rare, counted through the index up to SCORED_ROWS (past them a term gates no
+    rows alone). Counting a word in 40% of one agent's 100,000 rows took 100 ms (its bitmap
+    alone 18), and every new query has such words; the sample reads 5,000 rows in order, and
+    an idf from it moves by a few hundredths."""
+    kinds_and_texts = [[t.kind for t in terms], [t.text for t in terms]]
+    cursor.execute(
+        # One pass over the sample, each row matched against every term.
+        _TERMS + _COUNTED + f" SELECT counted.n, count(*) FROM (SELECT doc FROM {name} AS f "
+        f"WHERE {scope} LIMIT {SAMPLED_ROWS}) AS sample JOIN counted ON sample.doc @@ "
+        "counted.q GROUP BY counted.n",
+        [*kinds_and_texts, *scope_params],
+    )
+    sampled = min(rows, SAMPLED_ROWS)
+    found = dict.fromkeys(terms, 0)  # no lexeme, or in no row of the sample
+    for number, held in cursor.fetchall():
+        found[terms[number - 1]] = round(held * rows / max(sampled, 1))
+    rare = [term for term, held in found.items() if held < 2 * SCORED_ROWS]
+    if rare and sampled < rows:
+        cursor.execute(
+            _TERMS + _COUNTED + f" SELECT n, (SELECT count(*) FROM (SELECT FROM {name} AS f "
+            f"WHERE {scope} AND f.doc @@ counted.q LIMIT {SCORED_ROWS}) AS held) FROM counted",
+            [[t.kind for t in rare], [t.text for t in rare], *scope_params],
+        )
+        for number, held in cursor.fetchall():
+            term = rare[number - 1]
+            found[term] = held if held < SCORED_ROWS else max(SCORED_ROWS, found[term])
+    return {term: found.get(term, 0) for term in terms}  # no lexeme: matches no row
 
 
 @dataclass(frozen=True)
