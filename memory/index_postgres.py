@@ -299,9 +299,10 @@ def _maintain_agent_indexes(cursor: Any, table: VectorTable) -> list[str]:
         # An index without its comment is one whose build failed (left INVALID): it goes.
         if agent_id not in sizes and _ddl(cursor, f"DROP INDEX CONCURRENTLY {_q(index_name)}"):
             changed.append(index_name)
+    indexed = set(existing.values())  # a hand-made index counts by its comment too
     for agent_id, large in sizes.items():
         index_name = agent_index_name(agent_id, table)
-        if large and index_name not in existing:
+        if large and agent_id not in indexed:
             cursor.execute("SELECT quote_literal(%s)", [agent_id])
             (literal,) = cursor.fetchone()
             if _ddl(

@@ -273,6 +273,23 @@ def test_postgres_builds_an_index_for_an_agent_with_many_memories(sql, monkeypat
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's HNSW indexes")
+@pytest.mark.django_db(transaction=True)
+def test_postgres_keeps_an_index_built_by_hand_for_its_agent(sql, monkeypatch):
+    monkeypatch.setattr(index_postgres, "AGENT_INDEX_ROWS", 4)
+    for row_id in range(1, 10):
+        put(row_id, unit(row_id, wobble=0.1), agent="big" if row_id < 5 else f"small-{row_id}")
+    with connection.cursor() as cursor:  # docs/DEPLOYMENT.md, "A large agent"
+        cursor.execute(
+            'CREATE INDEX "vec_main_messages_hnsw_big" ON vec_main_messages '
+            "USING hnsw (embedding vector_cosine_ops) WHERE agent_id = 'big'"
+        )
+        cursor.execute("""COMMENT ON INDEX "vec_main_messages_hnsw_big" IS 'big'""")
+    index_postgres.forget_agent_index_checks()
+    assert index.maintain_agent_indexes() == []
+    assert list(_agent_indexes(sql)) == ["vec_main_messages_hnsw_big"]
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's HNSW indexes")
 def test_postgres_builds_no_index_inside_a_transaction(monkeypatch):
     monkeypatch.setattr(index_postgres, "AGENT_INDEX_ROWS", 1)
     index_postgres.forget_agent_index_checks()
