@@ -493,34 +493,30 @@ _COUNTED = (
 def _term_rows(
     cursor: Any, name: str, scope: str, scope_params: list[str], terms: list[Term], rows: int
 ) -> dict[Term, int]:
-    """The rows holding each term: first its share of the scope's first SAMPLED_ROWS rows
-    (in its index's order; all of a scope no larger), then, where the sample is not all and
-    finds it rare, counted through the index up to SCORED_ROWS (past them a term gates no
-    rows alone). Counting a word in 40% of one agent's 100,000 rows took 100 ms (its bitmap
-    alone 18), and every new query has such words; the sample reads 5,000 rows in order, and
-    an idf from it moves by a few hundredths."""
-    kinds_and_texts = [[t.kind for t in terms], [t.text for t in terms]]
+    """The rows holding each term: counted through the index up to SCORED_ROWS (past them a
+    term gates no rows alone); a term past them estimated from its share of the scope's first
+    SAMPLED_ROWS rows (in its index's order; all of a scope no larger). Counting a word in
+    40% of one agent's 100,000 rows took 100 ms; the sample reads 5,000 rows in order, and an
+    idf from it moves by a few hundredths. A term is counted once a RECOUNT_SECONDS, and most
+    new terms of a query are rare: their count is a short list in the index."""
     cursor.execute(
-        # One pass over the sample, each row matched against every term.
-        _TERMS + _COUNTED + f" SELECT counted.n, count(*) FROM (SELECT doc FROM {name} AS f "
-        f"WHERE {scope} LIMIT {SAMPLED_ROWS}) AS sample JOIN counted ON sample.doc @@ "
-        "counted.q GROUP BY counted.n",
-        [*kinds_and_texts, *scope_params],
+        _TERMS + _COUNTED + f" SELECT n, (SELECT count(*) FROM (SELECT FROM {name} AS f "
+        f"WHERE {scope} AND f.doc @@ counted.q LIMIT {SCORED_ROWS}) AS held) FROM counted",
+        [[t.kind for t in terms], [t.text for t in terms], *scope_params],
     )
-    sampled = min(rows, SAMPLED_ROWS)
-    found = dict.fromkeys(terms, 0)  # no lexeme, or in no row of the sample
-    for number, held in cursor.fetchall():
-        found[terms[number - 1]] = round(held * rows / max(sampled, 1))
-    rare = [term for term, held in found.items() if held < 2 * SCORED_ROWS]
-    if rare and sampled < rows:
+    found = {terms[number - 1]: held for number, held in cursor.fetchall()}
+    frequent = [term for term, held in found.items() if held >= SCORED_ROWS]
+    if frequent:
         cursor.execute(
-            _TERMS + _COUNTED + f" SELECT n, (SELECT count(*) FROM (SELECT FROM {name} AS f "
-            f"WHERE {scope} AND f.doc @@ counted.q LIMIT {SCORED_ROWS}) AS held) FROM counted",
-            [[t.kind for t in rare], [t.text for t in rare], *scope_params],
+            # One pass over the sample, each row matched against every term.
+            _TERMS + _COUNTED + f" SELECT counted.n, count(*) FROM (SELECT doc FROM {name} AS "
+            f"f WHERE {scope} LIMIT {SAMPLED_ROWS}) AS sample JOIN counted ON sample.doc @@ "
+            "counted.q GROUP BY counted.n",
+            [[t.kind for t in frequent], [t.text for t in frequent], *scope_params],
         )
+        sampled = min(rows, SAMPLED_ROWS)
         for number, held in cursor.fetchall():
-            term = rare[number - 1]
-            found[term] = held if held < SCORED_ROWS else max(SCORED_ROWS, found[term])
+            found[frequent[number - 1]] = max(SCORED_ROWS, round(held * rows / sampled))
     return {term: found.get(term, 0) for term in terms}  # no lexeme: matches no row
 
 
