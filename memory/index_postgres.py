@@ -405,15 +405,17 @@ BM25_B = 0.75
 # terms"), once the scope holds PRUNE_FROM_ROWS rows: a term in half of its rows or more is
 # left out (its idf is floored at 1e-6: it ranks nothing), and only the rows of a gate are
 # scored (with every term: the same score for each row returned, but for the mean length,
-# taken over the rows scored), at most about SCORED_ROWS of them however large the agent:
-# - the rarer terms, rarest first, until they hold GATE_ROWS rows, as long as their rows stay
-#   within SCORED_ROWS (a word in 40% of one agent's 100,000 rows once made 40,000 rows
-#   scored: a second);
-# - short of GATE_ROWS, the rows holding several of the other terms (up to GATE_TERMS of
-#   them, the rarer), which score above those holding one: the fewest together whose rows,
-#   expected as if the terms were independent, still fit;
-# - still short, rows holding one fewer of them, as many as it takes (the first the index
-#   finds: they rank below the rest and among themselves on little evidence).
+# taken over the rows scored), at most about SCORED_ROWS of them however large the agent. The
+# gate: each combination of the GATE_TERMS rarer terms that a row may hold, heaviest first
+# (their idf summed: roughly how a row holding just them scores), with the rows expected to
+# hold exactly it (the terms' shares taken as independent), until the combinations chosen
+# hold GATE_ROWS rows or the next would pass SCORED_ROWS; a row holding one of them is scored.
+# Short of GATE_ROWS, the rows holding the next combination fill in, up to FILL_READ of them
+# read and ranked by ts_rank, the best scored. Before, the rarer terms were added whole: a word
+# in 40% of one agent's 100,000 rows made 40,000 rows scored, a second; "rows holding at
+# least m of the terms" as the gate ranked two rare terms below four common ones (top-10
+# overlap with the results before 0.885; this gate 0.958 at one agent of 100,000 rows, 0.985 at
+# 10,000, docs/BENCHMARKS.md).
 # The counts are the scope's own (an agent's, or an agent's session), as BM25 here takes its
 # idf; an agent's are kept per process for RECOUNT_SECONDS (a scope of 10,000 rows moves little
 # in that time).
