@@ -424,6 +424,7 @@ GATE_ROWS = 500
 SCORED_ROWS = 1_000
 FILL_READ = 5_000
 SAMPLED_ROWS = 5_000
+SAMPLE_FROM_ROWS = 20_000
 GATE_TERMS = 6
 RECOUNT_SECONDS = 60.0
 MAX_COUNTED_TERMS = 50_000
@@ -495,19 +496,22 @@ _COUNTED = (
 def _term_rows(
     cursor: Any, name: str, scope: str, scope_params: list[str], terms: list[Term], rows: int
 ) -> dict[Term, int]:
-    """The rows holding each term: counted through the index up to SCORED_ROWS (past them a
-    term gates no rows alone); a term past them estimated from its share of the scope's first
-    SAMPLED_ROWS rows (in its index's order; all of a scope no larger). Counting a word in
-    40% of one agent's 100,000 rows took 100 ms; the sample reads 5,000 rows in order, and an
-    idf from it moves by a few hundredths. A term is counted once a RECOUNT_SECONDS, and most
-    new terms of a query are rare: their count is a short list in the index."""
+    """The rows holding each term: counted through the index, in a scope of SAMPLE_FROM_ROWS
+    rows or more up to SCORED_ROWS (past them a term gates no rows alone) and a term past them
+    estimated from its share of the scope's first SAMPLED_ROWS rows (in its index's order).
+    Counting a word in 40% of one agent's 100,000 rows took 100 ms; the sample reads 5,000
+    rows in order, and an idf from it moves by a few hundredths. In a smaller scope the sample
+    saves little and every count is exact (10 agents of 10,000 rows: text mean 14-18 ms
+    against 18-21 with the sample, top-10 overlap 0.997 against 0.985). A term is counted once
+    a RECOUNT_SECONDS, and most new terms of a query are rare: a short list in the index."""
+    counted = SCORED_ROWS if rows >= SAMPLE_FROM_ROWS else rows  # all of a smaller scope's
     cursor.execute(
         _TERMS + _COUNTED + f" SELECT n, (SELECT count(*) FROM (SELECT FROM {name} AS f "
-        f"WHERE {scope} AND f.doc @@ counted.q LIMIT {SCORED_ROWS}) AS held) FROM counted",
+        f"WHERE {scope} AND f.doc @@ counted.q LIMIT {counted}) AS held) FROM counted",
         [[t.kind for t in terms], [t.text for t in terms], *scope_params],
     )
     found = {terms[number - 1]: held for number, held in cursor.fetchall()}
-    frequent = [term for term, held in found.items() if held >= SCORED_ROWS]
+    frequent = [term for term, held in found.items() if held >= max(counted, 1)]
     if frequent:
         cursor.execute(
             # One pass over the sample, each row matched against every term.
