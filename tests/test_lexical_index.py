@@ -496,6 +496,29 @@ def test_postgres_scores_the_best_of_a_frequent_words_rows_when_nothing_rarer_ga
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's counts")
+def test_postgres_estimates_a_frequent_words_rows_from_a_sample_in_a_large_scope(monkeypatch):
+    for n in range(11):
+        message(f"tea note {n}")
+    message("tea and cake")
+    tea, cake = Term("word", "tea"), Term("word", "cake")
+
+    def counted() -> tuple[dict, list[str]]:
+        with CaptureQueriesContext(connection) as queries:
+            counts = index_postgres._scope_counts(
+                MESSAGE_TEXT, [tea, cake], "f.agent_id = %s", ["a1"], "default"
+            )
+        return counts.docs, [q["sql"] for q in queries if "AS sample" in q["sql"]]
+
+    monkeypatch.setattr(index_postgres, "SCORED_ROWS", 2)
+    monkeypatch.setattr(index_postgres, "SAMPLED_ROWS", 6)
+    assert counted() == ({tea: 12, cake: 1}, [])  # under SAMPLE_FROM_ROWS: every count exact
+    monkeypatch.setattr(index_postgres, "SAMPLE_FROM_ROWS", 1)
+    docs, sampled = counted()
+    # "tea" reached SCORED_ROWS: its share of 6 rows (all) times the 12; "cake" counted.
+    assert docs == {tea: 12, cake: 1} and len(sampled) == 1
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's counts")
 def test_postgres_below_the_threshold_nothing_is_left_out():
     for n in range(3):
         message(f"tea {n}")
