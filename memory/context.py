@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Container
 from dataclasses import dataclass, replace
 from datetime import datetime
 from itertools import accumulate
@@ -53,7 +53,13 @@ from memory.context_items import (
 from memory.embeddings import Embedder, Thresholds
 from memory.index import Filter
 from memory.index_schema import Term, query_terms
-from memory.memories import MEMORY_CANDIDATES, current_value, memories_like, source_message_ids
+from memory.memories import (
+    MEMORY_CANDIDATES,
+    closest_preferences,
+    current_value,
+    memories_like,
+    source_message_ids,
+)
 from memory.models import LongTermMemory, MainMessage, MemoryType, Role, ShortTermMemory
 from memory.phrases import Phrase, attribute_label
 from memory.questions import asks_about_replies, is_recommendation
@@ -65,7 +71,7 @@ from memory.relevance import (
     term_match,
     verdict,
 )
-from memory.search import MAX_K, SearchHit, SearchQuery, search
+from memory.search import MAX_K, SAID_BY_THE_PERSON, SearchHit, SearchQuery, search
 from memory.subagent_run import run_in
 from memory.text import folded, folded_say_the_same, has_terms, message_label
 from memory.vectors import QueryEmbedding, query_embedding
@@ -350,11 +356,13 @@ def _relevant_memories(
     floor: float,
     thresholds: Thresholds,
     recommending: bool,
+    closest: Container[int],
 ) -> tuple[list[MemoryItem], list[LeftOut]]:
     """The matches that reach the floors (memory.relevance), each saying why it is there,
     and the others with why not. Similarity is the model's own measure where the query has
     a vector; otherwise the share of the query's terms the memory says. The floors know the
-    memory's type: a recommendation question takes preferences and facts more readily."""
+    memory's type: a recommendation question takes preferences and facts more readily, and
+    the person's preferences `closest` to it whatever their score."""
     terms = query_terms(query) if method == "lexical" else None
     relevant: list[MemoryItem] = []
     left_out: list[LeftOut] = []
@@ -368,6 +376,7 @@ def _relevant_memories(
             query=query,
             terms=terms,
             recommending=recommending,
+            closest=item.id in closest,
         )
         if judged.relevant:
             relevant.append(replace(item, why=judged.why))
@@ -463,11 +472,15 @@ def _long_term(
     active = LongTermMemory.objects.filter(agent_id=agent_id).active().current(now)
     if method == "access_count" or query is None:
         return _most_used(active, query, now), []
-    matched = [_memory_item(m, scores[m.pk], method, now) for m in active.filter(pk__in=scores)]
     floor = embedded.thresholds.identity if identity else embedded.thresholds.relevance
     recommending = is_recommendation(query)
+    closest: dict[int, float] = {}
+    if recommending and embedded.vector is not None:
+        closest = closest_preferences(agent_id, embedded.vector, now)
+    scores |= closest
+    matched = [_memory_item(m, scores[m.pk], method, now) for m in active.filter(pk__in=scores)]
     relevant, left_out = _relevant_memories(
-        matched, method, scores, query, floor, embedded.thresholds, recommending
+        matched, method, scores, query, floor, embedded.thresholds, recommending, closest
     )
     if identity:
         relevant.sort(key=_identity_rank)
@@ -522,6 +535,7 @@ def _waiting_for_vectors(
             query=query,
             terms=terms,
             recommending=recommending,
+            closest=False,  # not embedded: no similarity to be closest by
         )
         if judged.relevant and len(taken) < LONG_TERM_ITEMS:
             why = Phrase(gettext_noop("not embedded yet, by its words: %(why)s"), why=judged.why)
@@ -892,11 +906,16 @@ def _recall_verdicts(
     query's `terms` its text and label say (memory.relevance). For a recommendation question
     what the person said qualifies at the share of the floor a preference memory does: "I
     can't stand crowded tourist spots" shares no word with "Can you recommend somewhere for a
-    weekend away?"."""
+    weekend away?". A hit search raised as the person's words that answer the query
+    (SAID_BY_THE_PERSON: a memory's source) qualifies by that."""
     verdicts: dict[int, Verdict] = {}
     lowered = embedded.thresholds.relevance * RECOMMENDATION_FLOOR_SHARE
     for hit in hits:
         message = hit.message
+        if SAID_BY_THE_PERSON in hit.raised:
+            # Known from a memory to answer the query, however far its words and vector are.
+            verdicts[message.pk] = Verdict(True, Phrase(SAID_BY_THE_PERSON))
+            continue
         floor = embedded.thresholds.floor(embedded.thresholds.relevance, query, message.content)
         score = hit.vector_score
         if score is not None and score >= floor:

@@ -13,7 +13,8 @@ from functools import partial
 
 import pytest
 
-from memory import embeddings, vectors
+from memory import embeddings, relevance, vectors
+from memory import memories as memories_module
 from memory.context import context_build
 from memory.embeddings import LocalEmbedder
 from memory.index_schema import query_terms
@@ -22,8 +23,10 @@ from memory.models import LongTermMemory
 from memory.relevance import (
     MEMORY_FLOORS,
     MESSAGE_FLOORS,
+    RECOMMENDATION_FLOOR_SHARE,
     term_match,
 )
+from memory.search import SAID_BY_THE_PERSON, SearchQuery, search
 from memory.text import mostly_cjk
 from tests.factories import add_message
 
@@ -278,6 +281,86 @@ def test_a_recommendation_question_recalls_what_the_person_said_in_passing(
 
     assert recalled.why.startswith("recommendation question, the person's words: similarity")
     assert left_out.reason.startswith("below the relevance floor: similarity")
+
+
+# A preference the default model puts far from the recommendation it must shape (0.08-0.15,
+# under the recommendation share of the floor), with its message said in passing.
+FAR_PREFERENCES = [
+    (
+        "Can you recommend somewhere for a weekend away?",
+        "I'd rather not drive for more than an hour, long drives make me miserable.",
+    ),
+    ("能推荐一个送给好朋友的生日礼物吗？", "我今年想把额外的开销控制在三百块以内。"),
+]
+
+
+@pytest.mark.parametrize("recommendation, preference", FAR_PREFERENCES)
+def test_a_recommendation_weighs_the_persons_closest_preferences_whatever_their_score(
+    monkeypatch, default_model, preferences, recommendation, preference
+):
+    said = say(f"How do I sleep better when it's hot? {preference}", session_id="p", timestamp=PAST)
+    far = memory_create(
+        agent_id="a1",
+        content=preference,
+        memory_type="preference",
+        actor="consolidation",
+        source_messages=[said.pk],
+    )
+    vectors.query_vector.cache_clear()
+    vectors.prepare_index(default_model.signature)
+    vectors.embed_pending(embedder=default_model)
+
+    context = _ask(recommendation, default_model)
+    memories = {item.id: item.why for item in context.layers["long_term"].items}
+    recalled = {item.id: item.why for item in context.layers["recall"].items}
+    monkeypatch.setattr(relevance, "CLOSEST_PREFERENCES", 0)
+    monkeypatch.setattr(memories_module, "CLOSEST_PREFERENCES", 0)
+    without = _ask(recommendation, default_model)
+
+    assert (
+        "among the 2 closest to the question" in memories.get(far.pk, "")
+        or recalled.get(said.pk) == SAID_BY_THE_PERSON
+    )
+    # Far below the floor: without the rule neither comes.
+    assert far.pk not in {item.id for item in without.layers["long_term"].items}
+    assert said.pk not in {item.id for item in without.layers["recall"].items}
+    # The rule adds at most two preferences and nothing else.
+    closest = {pk for pk, why in memories.items() if "closest to the question" in why}
+    kinds = LongTermMemory.objects.filter(pk__in=closest).values_list("memory_type", flat=True)
+    assert len(closest) <= 2 and set(kinds) <= {"preference"}
+    assert set(memories) - closest == {item.id for item in without.layers["long_term"].items}
+
+
+def test_the_message_a_respected_memory_came_from_is_recalled_though_it_says_more(
+    default_model,
+):
+    # The memory is close to the question; its message, mostly about something else, is not.
+    said = say(
+        "Can you explain Docker volumes simply? "
+        "I'm trying to stay low-carb these days, so no pasta for me.",
+        session_id="docker",
+        timestamp=PAST,
+    )
+    memory_create(
+        agent_id="a1",
+        content="I'm trying to stay low-carb these days, so no pasta for me.",
+        memory_type="preference",
+        actor="consolidation",
+        source_messages=[said.pk],
+    )
+    vectors.query_vector.cache_clear()
+    vectors.prepare_index(default_model.signature)
+    vectors.embed_pending(embedder=default_model)
+    question = "What should I cook for a dinner party this weekend?"
+
+    context = _ask(question, default_model)
+    embedded = vectors.query_embedding(question, default_model)
+    hits = search(agent_id="a1", query=SearchQuery(question, k=100), embedded=embedded).hits
+
+    (hit,) = [hit for hit in hits if hit.message.pk == said.pk]
+    assert hit.vector_score < default_model.thresholds.relevance * RECOMMENDATION_FLOOR_SHARE
+    recalled = {item.id: item.why for item in context.layers["recall"].items}
+    assert recalled[said.pk] == SAID_BY_THE_PERSON
 
 
 def test_it_says_why_each_item_is_there_and_why_others_are_not(real_embedder, store):
