@@ -71,7 +71,14 @@ from memory.relevance import (
     term_match,
     verdict,
 )
-from memory.search import MAX_K, SAID_BY_THE_PERSON, SearchHit, SearchQuery, search
+from memory.search import (
+    MAX_K,
+    REMEMBERED,
+    SAID_BY_THE_PERSON,
+    SearchHit,
+    SearchQuery,
+    search,
+)
 from memory.subagent_run import run_in
 from memory.text import folded, folded_say_the_same, has_terms, message_label
 from memory.vectors import QueryEmbedding, query_embedding
@@ -906,15 +913,16 @@ def _recall_verdicts(
     query's `terms` its text and label say (memory.relevance). For a recommendation question
     what the person said qualifies at the share of the floor a preference memory does: "I
     can't stand crowded tourist spots" shares no word with "Can you recommend somewhere for a
-    weekend away?". A hit search raised as the person's words that answer the query
-    (SAID_BY_THE_PERSON: a memory's source) qualifies by that."""
+    weekend away?". A hit search raised as the source of a memory about the query
+    (SAID_BY_THE_PERSON, REMEMBERED) qualifies by that: the memory was judged relevant."""
     verdicts: dict[int, Verdict] = {}
     lowered = embedded.thresholds.relevance * RECOMMENDATION_FLOOR_SHARE
     for hit in hits:
         message = hit.message
-        if SAID_BY_THE_PERSON in hit.raised:
-            # Known from a memory to answer the query, however far its words and vector are.
-            verdicts[message.pk] = Verdict(True, Phrase(SAID_BY_THE_PERSON))
+        known = [reason for reason in (SAID_BY_THE_PERSON, REMEMBERED) if reason in hit.raised]
+        if known:
+            # What a memory about the query came from, however far its words and vector are.
+            verdicts[message.pk] = Verdict(True, Phrase(known[0]))
             continue
         floor = embedded.thresholds.floor(embedded.thresholds.relevance, query, message.content)
         score = hit.vector_score
@@ -941,7 +949,8 @@ def _recall_verdicts(
 
 def _without_restated_memories(long_term: Layer[Any], messages: list[Item]) -> Layer[Any]:
     """Long-term memory without the memories that a message in the context (working or
-    recalled) already says: the message carries its date and its turn."""
+    recalled) already says: the message carries its date and its turn. A current value stays:
+    only the memory says that it is current (the older values' messages may be there too)."""
     if not long_term.items:
         return long_term
     # Folded once: each memory is compared with every message (~100 of them).
@@ -949,6 +958,9 @@ def _without_restated_memories(long_term: Layer[Any], messages: list[Item]) -> L
     kept: list[Item] = []
     left_out = list(long_term.left_out)
     for item in long_term.items:
+        if item.method == "attribute":
+            kept.append(item)
+            continue
         text = folded(item.content)
         same = next(
             (m for m, content in texts if folded_say_the_same(text, content)),

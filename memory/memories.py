@@ -31,7 +31,7 @@ from memory.models import (
     MemorySource,
     MemoryType,
 )
-from memory.relevance import CLOSEST_PREFERENCES, RECOMMENDATION_TYPES, memory_verdict
+from memory.relevance import CLOSEST_PREFERENCES, memory_verdict
 from memory.validation import (
     InvalidInput,
     check_confidence,
@@ -168,19 +168,24 @@ def closest_preferences(agent_id: str, vector: Sequence[float], now: datetime) -
     return dict(kept[:CLOSEST_PREFERENCES])
 
 
-def to_respect(
-    agent_id: str, query: str, vector: Sequence[float], thresholds: Thresholds, now: datetime
+def memories_about(
+    agent_id: str,
+    query: str,
+    vector: Sequence[float],
+    thresholds: Thresholds,
+    now: datetime,
+    recommending: bool,
 ) -> list[LongTermMemory]:
-    """For a recommendation question ("Can you recommend a gift?", memory.questions), the
-    person's preferences and facts it must respect, as the context's type-aware floors judge
-    them (memory.relevance's `memory_verdict`), most similar first."""
+    """The person's active, current memories about the query, as the context's floors judge
+    them (memory.relevance's `memory_verdict`; type-aware for a recommendation question, which
+    weighs the person's closest preferences too), most similar first."""
     similar = memories_like(agent_id=agent_id, vector=vector, k=MEMORY_CANDIDATES)
-    closest = closest_preferences(agent_id, vector, now)
+    closest = closest_preferences(agent_id, vector, now) if recommending else {}
     hits = {hit.id: hit.score for hit in similar} | closest
     active = LongTermMemory.objects.filter(agent_id=agent_id, pk__in=hits).active().current(now)
     kept = [
         memory
-        for memory in active.filter(memory_type__in=RECOMMENDATION_TYPES)
+        for memory in active
         if memory_verdict(
             memory_type=memory.memory_type,
             content=memory.content,
@@ -189,7 +194,7 @@ def to_respect(
             base=thresholds.relevance,
             query=query,
             terms=None,
-            recommending=True,
+            recommending=recommending,
             closest=memory.pk in closest,
         ).relevant
     ]

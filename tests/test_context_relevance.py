@@ -26,7 +26,7 @@ from memory.relevance import (
     RECOMMENDATION_FLOOR_SHARE,
     term_match,
 )
-from memory.search import SAID_BY_THE_PERSON, SearchQuery, search
+from memory.search import REMEMBERED, SAID_BY_THE_PERSON, SearchQuery, search
 from memory.text import mostly_cjk
 from tests.factories import add_message
 
@@ -361,6 +361,77 @@ def test_the_message_a_respected_memory_came_from_is_recalled_though_it_says_mor
     assert hit.vector_score < default_model.thresholds.relevance * RECOMMENDATION_FLOOR_SHARE
     recalled = {item.id: item.why for item in context.layers["recall"].items}
     assert recalled[said.pk] == SAID_BY_THE_PERSON
+
+
+# Things the person did, each said in passing after a request and made a memory of the
+# statement, and a memory of something else: (a question asking for every mention, one on the
+# same topic that does not, [(message, memory)], the other memory).
+EVENTS = [
+    (
+        "Which books have I finished reading?",
+        "Did I like the last book I finished reading?",
+        [
+            (
+                "How do I fix a squeaky door? I just finished reading Piranesi, by the way.",
+                "I just finished reading Piranesi.",
+            ),
+            (
+                "Any tips for a long flight? I finally read all of Dune last night.",
+                "I finally read all of Dune.",
+            ),
+        ],
+        "My neighbour's cat is called Miso.",
+    ),
+    (
+        "我读完了哪些书？",
+        "我最近读完的书好看吗？",
+        [
+            ("门一直吱吱响怎么办？顺便说一下，我刚读完《繁花》。", "我刚读完《繁花》。"),
+            (
+                "长途飞行有什么建议？我昨天终于看完了《白鹿原》这本书。",
+                "我终于看完了《白鹿原》这本书。",
+            ),
+        ],
+        "我家楼下新开了一家面包店。",
+    ),
+]
+
+
+@pytest.mark.parametrize("question, another, events, other", EVENTS)
+def test_a_question_asking_for_every_mention_raises_the_messages_its_memories_came_from(
+    default_model, question, another, events, other
+):
+    def said_and_remembered(message: str, memory: str) -> int:
+        said = say(message, session_id=f"past-{message[:8]}", timestamp=PAST)
+        memory_create(
+            agent_id="a1",
+            content=memory,
+            memory_type="fact",
+            actor="consolidation",
+            source_messages=[said.pk],
+        )
+        return said.pk
+
+    remembered = {said_and_remembered(message, memory) for message, memory in events}
+    unrelated = said_and_remembered(f"What should I cook tonight? {other}", other)
+    vectors.query_vector.cache_clear()
+    vectors.prepare_index(default_model.signature)
+    vectors.embed_pending(embedder=default_model)
+    embedded = vectors.query_embedding(question, default_model)
+
+    hits = search(agent_id="a1", query=SearchQuery(question), embedded=embedded).hits
+    lexical = search(agent_id="a1", query=SearchQuery(question, mode="lexical")).hits
+    embedded_another = vectors.query_embedding(another, default_model)
+    not_every = search(agent_id="a1", query=SearchQuery(another), embedded=embedded_another).hits
+    context = _ask(question, default_model)
+
+    raised = {hit.message.pk: hit.raised for hit in hits if hit.raised}
+    assert raised == dict.fromkeys(remembered, (REMEMBERED,))
+    assert unrelated not in raised
+    assert [hit.raised for hit in lexical] == [()] * len(lexical)
+    assert [hit.raised for hit in not_every] == [()] * len(not_every)
+    recalled = {item.id: item.why for item in context.layers["recall"].items}
+    assert {pk: recalled.get(pk) for pk in remembered} == dict.fromkeys(remembered, REMEMBERED)
 
 
 def test_it_says_why_each_item_is_there_and_why_others_are_not(real_embedder, store):
