@@ -18,6 +18,9 @@ ABOUT_PAST_REPLIES: tuple[str, ...] = (
     r"explained|gave|listed)\b",
     r"(?:你|您)(?:之前|上次|刚才|那次|以前)",
     r"(?:你|您)[^，。？！?,]{0,4}?(?:说|讲|提|建议|推荐|教|告诉|提醒)(?:过|的)",
+    # what the person asked: the exchange, the question with its reply
+    r"\b(?:did|have) (?:i|we) (?:ever )?ask(?:ed)?\b|\b(?:i|we) asked you\b",
+    r"我们?(?:之前|上次|以前|那次)?问(?:过|了)(?:你|您)",
 )
 # Advice asked of the agent now, which its earlier replies may already give: "what's your
 # advice on ...", "你建议我跑步前怎么热身？", "你教我白切鸡怎么做？".

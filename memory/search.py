@@ -20,7 +20,7 @@ from django.utils.translation import gettext_noop
 
 from memory import index
 from memory.dates import Period, find_periods, tells_of_its_day
-from memory.extraction import speaks_for_a_person
+from memory.extraction import sentences, speaks_for_a_person
 from memory.index import Filter, Hit
 from memory.memories import current_value, memories_about
 from memory.models import LongTermMemory, MainMessage, Role
@@ -51,6 +51,13 @@ ECHO_WINDOW = timedelta(minutes=10)
 # the agent said (memory.questions.asks_about_replies). A reply by a named person (LoCoMo's
 # second speaker) is a person's words and keeps its score.
 REPLY_WEIGHT = 0.6
+# A message of the person's that only asks ("Any tips for studying for my AWS exam?", every
+# sentence a question) tells nothing of them, yet says the words of a question about its
+# topic: it counts at this share too, unless the query asks about what was said between them
+# (asks_about_replies: "What did I ask you about..."). agent_sessions search @10 (question
+# stored) 0.913 -> 0.923, @5 0.781 -> 0.881; LoCoMo, the Chinese, cross-language and
+# agent_style sets' search the same at @10; LoCoMo's context at 2048 0.825 -> 0.826.
+ASKING_WEIGHT = 0.6
 # A question that names a period ("How many times did I order takeout in March?", "last
 # month", 上个月, 三月份: memory.dates.find_periods) is about the messages of that time: a
 # candidate whose day is in the period is raised by this share of the best score. Raised,
@@ -201,7 +208,7 @@ class Candidates:
     k: int
     ranked: tuple[Ranked, ...]
     degraded: tuple[str, ...]
-    replies_weighed: bool  # the agent's replies count at REPLY_WEIGHT
+    replies_weighed: bool  # the agent's replies count at REPLY_WEIGHT, asking at ASKING_WEIGHT
     periods: tuple[Period, ...] = ()  # the periods the query names
     said: frozenset[int] = frozenset()  # the person's messages that answer it (SAID_BOOST)
     remembered: frozenset[int] = frozenset()  # where memories about it came from
@@ -220,7 +227,9 @@ class Candidates:
         if self.replies_weighed:
             for pk, message in messages.items():
                 if _agent_reply(message):
-                    scores[pk] = _weighed(scores[pk])
+                    scores[pk] = _weighed(scores[pk], REPLY_WEIGHT)
+                elif _only_asks(message):
+                    scores[pk] = _weighed(scores[pk], ASKING_WEIGHT)
         raises = self._raises(messages.values())
         if raises:
             scores = raises.applied(scores)
@@ -295,10 +304,15 @@ def _agent_reply(message: MainMessage) -> bool:
     return message.role == Role.ASSISTANT and not speaks_for_a_person(message)
 
 
-def _weighed(score: float) -> float:
-    """A reply's score lowered by REPLY_WEIGHT, on either side of zero (a cosine may be
-    negative)."""
-    return score * REPLY_WEIGHT if score > 0 else score / REPLY_WEIGHT
+def _only_asks(message: MainMessage) -> bool:
+    """Whether every sentence of the message is a question."""
+    said = sentences(message.content)
+    return bool(said) and all(sentence.endswith(("?", "？")) for sentence in said)
+
+
+def _weighed(score: float, weight: float) -> float:
+    """A score lowered by a weight, on either side of zero (a cosine may be negative)."""
+    return score * weight if score > 0 else score / weight
 
 
 def _merge(lexical: list[Hit], vector: list[Hit], raised: Iterable[int]) -> list[Ranked]:

@@ -21,6 +21,9 @@ from memory.questions import asks_about_replies, asks_every_mention, asks_when, 
         ("你给我推荐的密码管理器是哪个？", True),
         ("你说我躺下多久还睡不着就该起床？", True),
         ("你教我的雅思口语框架是什么？", True),
+        ("What did I ask you about the lease last week?", True),  # the exchange
+        ("我之前问过你租房合同的什么问题？", True),
+        ("我问你个问题，周末去哪玩？", False),  # asking now
         ("Which concert did I go to with my sister?", False),
         ("What did I buy at the convenience store?", False),
         ("Can you recommend a restaurant for tonight?", False),
