@@ -58,6 +58,7 @@ REPLY_WEIGHT = 0.6
 # stored) 0.913 -> 0.923, @5 0.781 -> 0.881; LoCoMo, the Chinese, cross-language and
 # agent_style sets' search the same at @10; LoCoMo's context at 2048 0.825 -> 0.826.
 ASKING_WEIGHT = 0.6
+QUESTION_MARKS = ("?", "？")
 # A question that names a period ("How many times did I order takeout in March?", "last
 # month", 上个月, 三月份: memory.dates.find_periods) is about the messages of that time: a
 # candidate whose day is in the period is raised by this share of the best score. Raised,
@@ -306,8 +307,11 @@ def _agent_reply(message: MainMessage) -> bool:
 
 def _only_asks(message: MainMessage) -> bool:
     """Whether every sentence of the message is a question."""
-    said = sentences(message.content)
-    return bool(said) and all(sentence.endswith(("?", "？")) for sentence in said)
+    text = message.content.rstrip()
+    # Most messages end otherwise: only these are split into sentences.
+    if not text.endswith(QUESTION_MARKS):
+        return False
+    return all(sentence.endswith(QUESTION_MARKS) for sentence in sentences(text))
 
 
 def _weighed(score: float, weight: float) -> float:
