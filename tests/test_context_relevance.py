@@ -8,6 +8,7 @@ none of the other topics'. Run with the real local model, as users get it, and l
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime
 from functools import partial
 
@@ -270,9 +271,7 @@ def test_a_recommendation_question_recalls_what_the_person_said_in_passing(
     default_model, said, recommendation, other
 ):
     message = say(said, session_id="past", timestamp=PAST)
-    vectors.query_vector.cache_clear()
-    vectors.prepare_index(default_model.signature)
-    vectors.embed_pending(embedder=default_model)
+    _embed(default_model)
 
     asked = _ask(recommendation, default_model)
     (recalled,) = [i for i in asked.layers["recall"].items if i.id == message.pk]
@@ -281,6 +280,30 @@ def test_a_recommendation_question_recalls_what_the_person_said_in_passing(
 
     assert recalled.why.startswith("recommendation question, the person's words: similarity")
     assert left_out.reason.startswith("below the relevance floor: similarity")
+
+
+def _embed(model: LocalEmbedder) -> None:
+    """Every message and memory embedded by the model, as the worker would."""
+    vectors.query_vector.cache_clear()
+    vectors.prepare_index(model.signature)
+    vectors.embed_pending(embedder=model)
+
+
+_SESSIONS = itertools.count()
+
+
+def _said_and_remembered(message: str, memory: str, memory_type: str = "fact") -> tuple[int, int]:
+    """A message of the person's in a session of its own, and the memory consolidation made of
+    a statement in it: (message id, memory id)."""
+    said = say(message, session_id=f"said-{next(_SESSIONS)}", timestamp=PAST)
+    made = memory_create(
+        agent_id="a1",
+        content=memory,
+        memory_type=memory_type,
+        actor="consolidation",
+        source_messages=[said.pk],
+    )
+    return said.pk, made.pk
 
 
 # A preference the default model puts far from the recommendation it must shape (0.08-0.15,
@@ -298,17 +321,10 @@ FAR_PREFERENCES = [
 def test_a_recommendation_weighs_the_persons_closest_preferences_whatever_their_score(
     monkeypatch, default_model, preferences, recommendation, preference
 ):
-    said = say(f"How do I sleep better when it's hot? {preference}", session_id="p", timestamp=PAST)
-    far = memory_create(
-        agent_id="a1",
-        content=preference,
-        memory_type="preference",
-        actor="consolidation",
-        source_messages=[said.pk],
+    said, far = _said_and_remembered(
+        f"How do I sleep better when it's hot? {preference}", preference, "preference"
     )
-    vectors.query_vector.cache_clear()
-    vectors.prepare_index(default_model.signature)
-    vectors.embed_pending(embedder=default_model)
+    _embed(default_model)
 
     context = _ask(recommendation, default_model)
     memories = {item.id: item.why for item in context.layers["long_term"].items}
@@ -318,12 +334,12 @@ def test_a_recommendation_weighs_the_persons_closest_preferences_whatever_their_
     without = _ask(recommendation, default_model)
 
     assert (
-        "among the 2 closest to the question" in memories.get(far.pk, "")
-        or recalled.get(said.pk) == SAID_BY_THE_PERSON
+        "among the 2 closest to the question" in memories.get(far, "")
+        or recalled.get(said) == SAID_BY_THE_PERSON
     )
     # Far below the floor: without the rule neither comes.
-    assert far.pk not in {item.id for item in without.layers["long_term"].items}
-    assert said.pk not in {item.id for item in without.layers["recall"].items}
+    assert far not in {item.id for item in without.layers["long_term"].items}
+    assert said not in {item.id for item in without.layers["recall"].items}
     # The rule adds at most two preferences and nothing else.
     closest = {pk for pk, why in memories.items() if "closest to the question" in why}
     kinds = LongTermMemory.objects.filter(pk__in=closest).values_list("memory_type", flat=True)
@@ -335,32 +351,21 @@ def test_the_message_a_respected_memory_came_from_is_recalled_though_it_says_mor
     default_model,
 ):
     # The memory is close to the question; its message, mostly about something else, is not.
-    said = say(
-        "Can you explain Docker volumes simply? "
-        "I'm trying to stay low-carb these days, so no pasta for me.",
-        session_id="docker",
-        timestamp=PAST,
+    low_carb = "I'm trying to stay low-carb these days, so no pasta for me."
+    said, _ = _said_and_remembered(
+        f"Can you explain Docker volumes simply? {low_carb}", low_carb, "preference"
     )
-    memory_create(
-        agent_id="a1",
-        content="I'm trying to stay low-carb these days, so no pasta for me.",
-        memory_type="preference",
-        actor="consolidation",
-        source_messages=[said.pk],
-    )
-    vectors.query_vector.cache_clear()
-    vectors.prepare_index(default_model.signature)
-    vectors.embed_pending(embedder=default_model)
+    _embed(default_model)
     question = "What should I cook for a dinner party this weekend?"
 
     context = _ask(question, default_model)
     embedded = vectors.query_embedding(question, default_model)
     hits = search(agent_id="a1", query=SearchQuery(question, k=100), embedded=embedded).hits
 
-    (hit,) = [hit for hit in hits if hit.message.pk == said.pk]
+    (hit,) = [hit for hit in hits if hit.message.pk == said]
     assert hit.vector_score < default_model.thresholds.relevance * RECOMMENDATION_FLOOR_SHARE
     recalled = {item.id: item.why for item in context.layers["recall"].items}
-    assert recalled[said.pk] == SAID_BY_THE_PERSON
+    assert recalled[said] == SAID_BY_THE_PERSON
 
 
 # Things the person did, each said in passing after a request and made a memory of the
@@ -401,22 +406,9 @@ EVENTS = [
 def test_a_question_asking_for_every_mention_raises_the_messages_its_memories_came_from(
     default_model, question, another, events, other
 ):
-    def said_and_remembered(message: str, memory: str) -> int:
-        said = say(message, session_id=f"past-{message[:8]}", timestamp=PAST)
-        memory_create(
-            agent_id="a1",
-            content=memory,
-            memory_type="fact",
-            actor="consolidation",
-            source_messages=[said.pk],
-        )
-        return said.pk
-
-    remembered = {said_and_remembered(message, memory) for message, memory in events}
-    unrelated = said_and_remembered(f"What should I cook tonight? {other}", other)
-    vectors.query_vector.cache_clear()
-    vectors.prepare_index(default_model.signature)
-    vectors.embed_pending(embedder=default_model)
+    remembered = {_said_and_remembered(message, memory)[0] for message, memory in events}
+    unrelated, _ = _said_and_remembered(f"What should I cook tonight? {other}", other)
+    _embed(default_model)
     embedded = vectors.query_embedding(question, default_model)
 
     hits = search(agent_id="a1", query=SearchQuery(question), embedded=embedded).hits
