@@ -13,7 +13,6 @@ MATCH itself rather than a join.
 
 from __future__ import annotations
 
-import math
 import time
 from array import array
 from collections.abc import Collection, Iterable, Sequence
@@ -447,72 +446,41 @@ def _weighing(terms: list[Term], counts: _TermCounts | None) -> list[Term]:
     return [term for term in terms if 2 * counts.docs[term] < counts.rows] or terms
 
 
-# --- rows that cannot reach the top k ---------------------------------------------------------
+# --- rows that hold only the frequent terms ---------------------------------------------------
 
 # A word in a tenth of the rows still weighs (idf about 2), so it stays in the query, and bm25
 # scores every row holding it: an agent of 100,000 messages had queries scoring 20,000-45,000
-# rows, 20-60 ms (docs/BENCHMARKS.md, "One agent holding the store"). Most of those rows hold
-# only frequent terms, and cannot score as high as the k-th best row holding a rare one: bm25
-# gives a term at most idf * (k1 + 1) in any row (k1 = 1.2, FTS5's). So the query is first
-# run on the rows holding its rarest terms (together in GATE_ROWS rows or more): the k-th
-# score found, theta, bounds the final k-th score from below, and the frequent terms whose
-# bounds add up to theta or less are "non-essential" (max-score pruning): a row holding only
-# them stays out of the top k. If each term outside the first gate is non-essential, the first
-# answer is the top k; else the query is run once more on the rows holding an essential term.
-# The gate ANDs the terms with the other terms OR the agent's scope token (which every row of
-# the agent holds, and which weighs 0): FTS5 reads the other terms' lists only at the gated
-# rows and scores each row with every term, as before. The same rows and scores as the whole
-# query, tested.
+# rows, 20-60 ms (docs/BENCHMARKS.md, "One agent holding the store"). A row that holds none of
+# the query's rarer terms ranks below most rows that hold one, so once the rarer terms are in
+# GATE_ROWS rows of the table, only rows holding one of them are scored: the expression ANDs
+# them with the frequent terms OR the agent's scope token (which every row of the agent holds,
+# and which weighs 0). FTS5 then reads the frequent terms' lists only at those rows, and scores
+# each row with every term, as before: the same score for every row it returns.
 GATE_ROWS = 2_500
-BM25_K1 = 1.2
-# The counts may be behind the table by RECOUNT_GROWTH of its rows (_TermCounts.current): the
-# bounds are taken as if the table had grown by that much and the terms' rows not at all.
-BOUND_GROWTH = 1 + RECOUNT_GROWTH
 
 
-def _rarest_first(terms: list[Term], counts: _TermCounts) -> list[Term]:
-    return sorted(terms, key=lambda t: counts.docs[t])
-
-
-def _rarest(terms: list[Term], counts: _TermCounts) -> list[Term]:
-    """The rarest terms, fewest rows first, until they hold GATE_ROWS rows."""
+def _split_by_rarity(terms: list[Term], counts: _TermCounts) -> tuple[list[Term], list[Term]]:
+    """(the rarest terms, fewest rows first, until they hold GATE_ROWS rows; the others)."""
     rare: list[Term] = []
     held = 0
-    for term in _rarest_first(terms, counts):
+    for term in sorted(terms, key=lambda t: counts.docs[t]):
         if held >= GATE_ROWS:
             break
         rare.append(term)
         held += counts.docs[term]
-    return rare
+    return rare, [term for term in terms if term not in rare]
 
 
-def _upper_bound(term: Term, counts: _TermCounts) -> float:
-    """The most bm25 gives the term in any row: idf * (k1 + 1), with FTS5's idf (floored at
-    1e-6) of a table grown by BOUND_GROWTH."""
-    rows = counts.rows * BOUND_GROWTH
-    held = counts.docs[term]
-    return max(math.log((rows - held + 0.5) / (held + 0.5)), 1e-6) * (BM25_K1 + 1)
-
-
-def essential_terms(terms: list[Term], counts: _TermCounts, theta: float) -> list[Term]:
-    """The terms a row must hold to score above theta: all but the most frequent ones whose
-    upper bounds add up to theta or less."""
-    bound = 0.0
-    for position, term in enumerate(reversed(_rarest_first(terms, counts))):
-        bound += _upper_bound(term, counts)
-        if bound > theta:
-            return _rarest_first(terms, counts)[: len(terms) - position]
-    return []
-
-
-def gated_expression(terms: list[Term], gate: list[Term], agent_id: str) -> str | None:
-    """match_expression of the terms, limited to rows holding one of the `gate` terms (all
-    rows holding a term when the gate is every term)."""
-    others = [term for term in terms if term not in gate]
-    if not others:
+def gated_expression(terms: list[Term], counts: _TermCounts | None, agent_id: str) -> str | None:
+    """match_expression of the terms, limited to rows holding one of the rarer terms when
+    these are in GATE_ROWS rows or more (and the table has PRUNE_FROM_ROWS: `counts`)."""
+    if counts is None:
+        return match_expression(terms)
+    rare, frequent = _split_by_rarity(terms, counts)
+    if not frequent:
         return match_expression(terms)
     every_row = f"agent_id:{_phrase(scope_token(agent_id))}"
-    return f"({match_expression(gate)}) AND ({match_expression(others)} OR {every_row})"
+    return f"({match_expression(rare)}) AND ({match_expression(frequent)} OR {every_row})"
 
 
 def _term_counts(table: LexicalTable, using: str) -> _TermCounts | None:
@@ -557,58 +525,29 @@ def lexical_search(
     """
     terms = query_terms(query, now=now)
     counts = _counted(table, terms, using)
-    terms = _weighing(terms, counts)
-    if not terms:
+    expression = gated_expression(_weighing(terms, counts), counts, agent_id)
+    if expression is None:
         return []
-    search = _Search(table, agent_id, session_id, filters, exclude, k, using)
-    if counts is None:
-        return search.top(match_expression(terms))
-    gate = _rarest(terms, counts)
-    hits = search.top(gated_expression(terms, gate, agent_id))
-    if len(gate) == len(terms):
-        return hits
-    # Fewer than k rows hold a rare term: every row holding a term may take a place.
-    theta = hits[-1].score if len(hits) == k else 0.0
-    essential = essential_terms(terms, counts, theta) if len(hits) == k else terms
-    if all(term in gate for term in essential):
-        return hits
-    return search.top(gated_expression(terms, essential, agent_id))
-
-
-@dataclass(frozen=True)
-class _Search:
-    """One lexical_search's SQL, for each expression it runs."""
-
-    table: LexicalTable
-    agent_id: str
-    session_id: str | None
-    filters: Sequence[Filter]
-    exclude: Collection[int]
-    k: int
-    using: str
-
-    def top(self, expression: str) -> list[Hit]:
-        """The k best rows matching the expression, in the search's scope and filters."""
-        scope = {"agent_id": self.agent_id, "session_id": self.session_id}
-        for column in self.table.scopes:
-            if scope[column] is not None:
-                expression = f"({expression}) AND {column}:{_phrase(scope_token(scope[column]))}"
-        name = _q(self.table.name)
-        join, conditions, params = "", [f"{name} MATCH %s"], [expression]
-        if self.filters:
-            join = f"JOIN {_q(self.table.source)} AS source ON source.id = {name}.rowid"
-            for column, op, value in self.filters:
-                conditions.append(f"source.{_q(column)} {op} %s")
-                params.append(value)
-        if self.exclude:
-            conditions.append(f"{name}.rowid NOT IN ({', '.join(['%s'] * len(self.exclude))})")
-            params.extend(self.exclude)
-        # Context counts half; scope columns weigh nothing, they only restrict the match.
-        weights = ", ".join([*TEXT_WEIGHTS, *["0.0"] * len(self.table.scopes)])
-        sql = (
-            f"SELECT {name}.rowid, bm25({name}, {weights}) AS score FROM {name} {join} "
-            f"WHERE {' AND '.join(conditions)} ORDER BY score LIMIT %s"
-        )
-        with connections[self.using].cursor() as cursor:
-            cursor.execute(sql, [*params, self.k])
-            return [Hit(row_id, -score) for row_id, score in cursor.fetchall()]
+    scope = {"agent_id": agent_id, "session_id": session_id}
+    for column in table.scopes:
+        if scope[column] is not None:
+            expression = f"({expression}) AND {column}:{_phrase(scope_token(scope[column]))}"
+    name = _q(table.name)
+    join, conditions, params = "", [f"{name} MATCH %s"], [expression]
+    if filters:
+        join = f"JOIN {_q(table.source)} AS source ON source.id = {name}.rowid"
+        for column, op, value in filters:
+            conditions.append(f"source.{_q(column)} {op} %s")
+            params.append(value)
+    if exclude:
+        conditions.append(f"{name}.rowid NOT IN ({', '.join(['%s'] * len(exclude))})")
+        params.extend(exclude)
+    # Context counts half; scope columns weigh nothing, they only restrict the match.
+    weights = ", ".join([*TEXT_WEIGHTS, *["0.0"] * len(table.scopes)])
+    sql = (
+        f"SELECT {name}.rowid, bm25({name}, {weights}) AS score FROM {name} {join} "
+        f"WHERE {' AND '.join(conditions)} ORDER BY score LIMIT %s"
+    )
+    with connections[using].cursor() as cursor:
+        cursor.execute(sql, [*params, k])
+        return [Hit(row_id, -score) for row_id, score in cursor.fetchall()]

@@ -365,7 +365,7 @@ def test_counts_are_kept_until_the_table_grows(prune_any_table):
     assert weighing("tea cake") == ["tea", "cake"]  # tea in 6 of 14: counted again
 
 
-# --- rows that cannot reach the top k (SQLite) -----------------------------------------
+# --- rows that hold only the frequent terms (SQLite) -----------------------------------------
 
 
 def bm25_of_whole_query(sql, query: str, agent: str) -> dict[int, float]:
@@ -379,85 +379,27 @@ def bm25_of_whole_query(sql, query: str, agent: str) -> dict[int, float]:
     return {row: -score for row, score in rows}
 
 
-def statements_and_hits(query: str, k: int, **scope) -> tuple[int, list[tuple[int, float]]]:
-    """How many ranked queries a search runs, and its (id, score) hits."""
-    with CaptureQueriesContext(connection) as queries:
-        hits = index.lexical_search(MESSAGE_TEXT, agent_id="a1", query=query, k=k, **scope)
-    ranked = [query for query in queries if "bm25(" in query["sql"]]
-    return len(ranked), [(hit.id, hit.score) for hit in hits]
-
-
-def assert_top_of_whole_query(hits: list[tuple[int, float]], sql, query: str, k: int) -> None:
-    """The hits are the whole query's top k, in its order, with its scores (to the last bits:
-    the gated expression adds the terms in another order)."""
-    whole = bm25_of_whole_query(sql, query, "a1")
-    top = sorted(whole.items(), key=lambda item: -item[1])[:k]
-    assert [row for row, _ in hits] == [row for row, _ in top]
-    assert [score for _, score in hits] == pytest.approx([score for _, score in top], rel=1e-12)
-
-
-@pytest.fixture
-def kiln_and_pottery():
-    """Of 41 rows, "kiln" in 3, "pottery" in 16, "glaze" in 19: each below half."""
-    kiln = [
-        message("A kiln for pottery, the pottery kiln."),
-        message("The kiln and its glaze."),
-        message("Kiln."),
-    ]
-    pottery = [message(f"Pottery class {n} and glaze.") for n in range(14)]
-    glaze = [message(f"Glaze number {n}.") for n in range(3)]
-    message("A kiln for pottery and glaze.", agent="a2")  # another agent's: never found
-    nothing = [message(f"Nothing else {n}.") for n in range(20)]
-    return kiln, pottery, glaze, nothing
-
-
 @pytest.mark.sqlite_only
-def test_the_rarer_words_rows_answer_alone_when_no_other_row_can_reach_the_top_k(
-    prune_any_table, monkeypatch, sql, kiln_and_pottery
-):
-    kiln, *_ = kiln_and_pottery
-    monkeypatch.setattr(index_sqlite, "GATE_ROWS", 3)  # "kiln" alone reaches it
-    # The 2nd best kiln row scores above what "pottery" and "glaze" can give a row (each at
-    # most its idf times k1 + 1): the first statement's rows are the answer.
-    statements, hits = statements_and_hits("kiln pottery glaze", k=2)
-    assert statements == 1
-    assert {row for row, _ in hits} < {m.pk for m in kiln}
-    assert_top_of_whole_query(hits, sql, "kiln pottery glaze", 2)
-
-
-@pytest.mark.sqlite_only
-def test_a_row_without_the_rarer_words_that_may_reach_the_top_k_is_scored(
-    prune_any_table, monkeypatch, sql, kiln_and_pottery
-):
-    kiln, pottery, glaze, _ = kiln_and_pottery
-    monkeypatch.setattr(index_sqlite, "GATE_ROWS", 3)
-    # k = 5: the kiln rows are not enough, the pottery rows may reach the top 5: scored too.
-    statements, hits = statements_and_hits("kiln pottery glaze", k=5)
-    assert statements == 2
-    assert_top_of_whole_query(hits, sql, "kiln pottery glaze", 5)
-    assert {row for row, _ in hits} <= {m.pk for m in kiln + pottery}
-    # Every row holding a word, when they are all needed.
-    statements, hits = statements_and_hits("kiln pottery glaze", k=30)
-    assert_top_of_whole_query(hits, sql, "kiln pottery glaze", 30)
-    assert {row for row, _ in hits} == {m.pk for m in kiln + pottery + glaze}
-
-
-@pytest.mark.sqlite_only
-def test_the_gated_search_is_the_whole_querys_top_k_for_any_gate_and_k(
+def test_once_the_rarer_words_hold_enough_rows_only_their_rows_are_scored_as_before(
     prune_any_table, monkeypatch, sql
 ):
-    words = ["kiln", "pottery", "glaze", "clay", "wheel", "fire", "ash", "slip"]
-    for n in range(60):  # each word in a share of the rows: 1/3, 1/4, ... 1/10
-        message(" ".join(word for i, word in enumerate(words) if n % (i + 3) == 0) + f" {n}")
-    query = " ".join(words)
-    ran: set[int] = set()
-    for gate in (1, 5, 20, 100):
-        monkeypatch.setattr(index_sqlite, "GATE_ROWS", gate)
-        for k in (1, 3, 10, 30):
-            statements, hits = statements_and_hits(query, k=k)
-            ran.add(statements)
-            assert_top_of_whole_query(hits, sql, query, k)
-    assert ran == {1, 2}  # the whole query alone (a gate of every word), and gated twice
+    kiln = [message("A kiln for pottery, the pottery kiln."), message("The kiln and its glaze.")]
+    pottery = [message(f"Pottery class {n}.") for n in range(3)]
+    message("A kiln for pottery.", agent="a2")  # another agent's: never found
+    for n in range(6):
+        message(f"Nothing else {n}.")
+    # "kiln" is in 3 of the table's 12 rows, "pottery" in 5: both weigh.
+    assert weighing("kiln pottery") == ["kiln", "pottery"]
+    whole = bm25_of_whole_query(sql, "kiln pottery", "a1")
+
+    monkeypatch.setattr(index_sqlite, "GATE_ROWS", 3)  # "kiln" alone reaches it
+    hits = index.lexical_search(MESSAGE_TEXT, agent_id="a1", query="kiln pottery", k=10)
+    assert [hit.id for hit in hits] == [kiln[0].pk, kiln[1].pk]
+    assert {hit.id: hit.score for hit in hits} == {m.pk: whole[m.pk] for m in kiln}
+
+    monkeypatch.setattr(index_sqlite, "GATE_ROWS", 4)  # not reached: every row holding a word
+    assert set(found("kiln pottery")) == {m.pk for m in kiln + pottery}
+    assert len(whole) == len(kiln + pottery)
 
 
 @pytest.mark.sqlite_only
