@@ -28,7 +28,10 @@ CANDIDATES = 101  # recall's: RECALL_CANDIDATES and the one more search asks for
 
 
 def _overlap(found: list[int], whole: list[int], top: int = 10) -> float:
-    return len(set(found[:top]) & set(whole[:top])) / max(1, min(top, len(whole)))
+    """The share of the whole query's top rows found (1 when both found nothing)."""
+    if not whole:
+        return float(not found)
+    return len(set(found[:top]) & set(whole[:top])) / min(top, len(whole))
 
 
 class Command(BaseCommand):
@@ -41,6 +44,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         connection = connections["default"]
+        connection.close()  # open on the configured database for the checks
         connection.settings_dict["NAME"] = options["store"]
         connection.ensure_connection()
         text = TextIndex(connection.connection)
