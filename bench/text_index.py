@@ -145,7 +145,8 @@ class TextIndex:
     def search(
         self, terms: Sequence[Term], exclude: Collection[int], k: int
     ) -> list[tuple[int, float]]:
-        """The k best (rowid, score) of the whole table, best first, as FTS5's bm25 ranks."""
+        """The k best (rowid, score) of the whole table, best first, as FTS5's bm25 ranks them
+        (`terms` as the service queries them: index_sqlite.weighing_terms)."""
         scores = np.zeros(len(self.rowids))
         for term in terms:
             part = self.contribution(term)
