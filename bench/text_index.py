@@ -146,20 +146,44 @@ class TextIndex:
         self, terms: Sequence[Term], exclude: Collection[int], k: int
     ) -> list[tuple[int, float]]:
         """The k best (rowid, score) of the whole table, best first, as FTS5's bm25 ranks them
-        (`terms` as the service queries them: index_sqlite.weighing_terms)."""
-        scores = np.zeros(len(self.rowids))
-        for term in terms:
-            part = self.contribution(term)
-            if part is not None:
-                scores[part.rows] += part.scores
-        if exclude:
-            excluded = np.asarray(sorted(exclude))
-            at = np.minimum(np.searchsorted(self.rowids, excluded), len(self.rowids) - 1)
-            scores[at[self.rowids[at] == excluded]] = 0
-        if k < len(scores):  # every row tied with the k-th, then the lowest rowids: FTS5's order
-            kth = -np.partition(-scores, k - 1)[k - 1]
-            best = np.flatnonzero((scores >= kth) & (scores > 0))
-        else:
-            best = np.flatnonzero(scores > 0)
-        best = best[np.lexsort((self.rowids[best], -scores[best]))][:k]
-        return [(int(self.rowids[row]), float(scores[row])) for row in best]
+        (`terms` as the service queries them: index_sqlite.weighing_terms).
+
+        Max-score pruning: the rows of the rarest terms are scored with every term first; a
+        row holding none of them scores at most the other terms' largest parts added up, so
+        once the k-th score found is above that sum, no other row can take a place. Else the
+        next rarest term's rows join, until the sum is passed or every term's rows are in.
+        """
+        parts = [part for part in map(self.contribution, terms) if part is not None]
+        rarest = sorted(range(len(parts)), key=lambda i: len(parts[i].rows))
+        # bounds[n]: the most a row holding none of the n rarest terms can score
+        maxima = [float(parts[i].scores.max()) for i in rarest]
+        bounds = [sum(maxima[n:]) for n in range(len(parts) + 1)]
+        excluded = np.asarray(sorted(exclude), dtype=np.int64)
+        for gate in range(1, len(parts) + 1):
+            rows = np.unique(np.concatenate([parts[i].rows for i in rarest[:gate]]))
+            rows = rows[~np.isin(self.rowids[rows], excluded)]
+            scores = np.zeros(len(rows))
+            for part in parts:  # in the query's order, as FTS5 adds them
+                scores += _looked_up(part, rows)
+            best = _best(rows, scores, self.rowids, k)
+            found_all = len(best) == k and scores[best[-1]] > bounds[gate]
+            if found_all or gate == len(parts):
+                return [(int(self.rowids[rows[i]]), float(scores[i])) for i in best]
+        return []
+
+
+def _looked_up(part: Contribution, rows: np.ndarray) -> np.ndarray:
+    """The part's score at each of these rows (sorted positions), 0 where it has none."""
+    at = np.minimum(np.searchsorted(part.rows, rows), len(part.rows) - 1)
+    return np.where(part.rows[at] == rows, part.scores[at], 0.0)
+
+
+def _best(rows: np.ndarray, scores: np.ndarray, rowids: np.ndarray, k: int) -> np.ndarray:
+    """Indexes into `rows` of the k best scores above 0, best first; ties in rowid order, as
+    FTS5 returns them."""
+    if k < len(scores):  # every row tied with the k-th is a candidate
+        kth = -np.partition(-scores, k - 1)[k - 1]
+        chosen = np.flatnonzero((scores >= kth) & (scores > 0))
+    else:
+        chosen = np.flatnonzero(scores > 0)
+    return chosen[np.lexsort((rowids[rows[chosen]], -scores[chosen]))][:k]
