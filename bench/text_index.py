@@ -8,11 +8,13 @@ agent's scope token among them) and scores every row the expression matches: bot
 the agent (docs/BENCHMARKS.md, "Recall's text query"). This index holds FTS5's own tokens
 (read from `fts5vocab`, so the same porter stems), per term the rows holding it with their
 count per column, and each row's length; it scores a query as FTS5's bm25() does (k1 1.2, b
-0.75, idf floored at 1e-6, the columns weighted 1, 1, 0.5, 0, 0), one numpy pass per term.
+0.75, idf floored at 1e-6, the columns weighted 1, 1, 0.5, 0, 0) with numpy, the rows of the
+rarest terms first (`TextIndex.search`).
 
-Not a service index: it reads the whole table once (every agent's rows), is never updated,
-and leaves out phrases of several tokens (the days). A service version needs a change log of
-the text (the FTS5 table is written by triggers), a per-agent build and the table's idf.
+Not a service index: it reads the whole table once and answers for all of it (a store of one
+agent), is never updated, and leaves out phrases of several tokens (the days). A service
+version needs a change log of the text (the FTS5 table is written by triggers), a per-agent
+build and the table's idf.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ WEIGHTS = np.array([1.0, 1.0, 0.5, 0.0, 0.0])
 KIND_COLUMNS = {"day": [0], "word": [0, 2], "bigram": [1, 2]}
 K1, B = 1.2, 0.75
 TOKENIZER = "porter unicode61 remove_diacritics 2"  # the FTS5 tables' (index_sqlite)
+# Once the rows of the terms to look at are this share of the table, every row is scored.
+DENSE_SHARE = 0.05
 
 
 @dataclass(frozen=True)
@@ -160,16 +164,32 @@ class TextIndex:
         bounds = [sum(maxima[n:]) for n in range(len(parts) + 1)]
         excluded = np.asarray(sorted(exclude), dtype=np.int64)
         for gate in range(1, len(parts) + 1):
+            if sum(len(parts[i].rows) for i in rarest[:gate]) > len(self.rowids) * DENSE_SHARE:
+                return self._every_row(parts, excluded, k)
             rows = np.unique(np.concatenate([parts[i].rows for i in rarest[:gate]]))
             rows = rows[~np.isin(self.rowids[rows], excluded)]
             scores = np.zeros(len(rows))
             for part in parts:  # in the query's order, as FTS5 adds them
                 scores += _looked_up(part, rows)
             best = _best(rows, scores, self.rowids, k)
-            found_all = len(best) == k and scores[best[-1]] > bounds[gate]
-            if found_all or gate == len(parts):
+            if gate == len(parts) or (len(best) == k and scores[best[-1]] > bounds[gate]):
                 return [(int(self.rowids[rows[i]]), float(scores[i])) for i in best]
         return []
+
+    def _every_row(
+        self, parts: list[Contribution], excluded: np.ndarray, k: int
+    ) -> list[tuple[int, float]]:
+        """search's answer from a score for every row: cheaper once the rows to look at are
+        a large share of the table."""
+        scores = np.zeros(len(self.rowids))
+        for part in parts:
+            scores[part.rows] += part.scores
+        at = np.minimum(np.searchsorted(self.rowids, excluded), len(self.rowids) - 1)
+        scores[at[self.rowids[at] == excluded]] = 0
+        rows = np.arange(len(self.rowids))
+        return [
+            (int(self.rowids[i]), float(scores[i])) for i in _best(rows, scores, self.rowids, k)
+        ]
 
 
 def _looked_up(part: Contribution, rows: np.ndarray) -> np.ndarray:
