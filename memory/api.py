@@ -277,7 +277,8 @@ class SearchHitOut(Schema):
         description='why a hybrid search raised it above its words and meaning: "said in '
         'the period the query names", "tells of its own day, and the query asks when", '
         '"the person\'s words that answer it, known from a memory" (the current value of an '
-        "attribute asked for, a preference a recommendation must respect)"
+        'attribute asked for, a preference a recommendation must respect), "said what a memory '
+        'about the query holds" (a question asking to count or list what the person told of)'
     )
 
 

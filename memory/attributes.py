@@ -54,6 +54,12 @@ _CAR_BRANDS_ZH = (
     r"丰田|大众|本田|比亚迪|蔚来|小鹏|理想|特斯拉|宝马|奔驰|奥迪|吉利|长安|五菱|问界|捷达|日产|别克"
     r"|雪佛兰|福特|现代|起亚|马自达|沃尔沃|极氪|零跑|红旗|领克|哈弗|坦克"
 )
+# A day or a month names when, not where ("our trip is in August").
+_WHEN = (
+    rf"({_WEEKDAY_EN}|january|february|march|april|may|june|july|august|september|october"
+    r"|november|december|easter|christmas)\b"
+)
+_TRIP_WORDS = r"(big|next|summer|winter|family|annual|spring|autumn|fall|christmas|easter)"
 _WEIGHT = r"(kg|kgs|kilos?|kilograms?|lbs?|pounds|stone)"
 # Jobs named by what a person says they are ("I'm a nurse", 我是设计师): a noun from the
 # list, so that "I'm a morning person" or 我是个夜猫子 names no job.
@@ -178,6 +184,27 @@ ATTRIBUTES = (
         asked=(
             r"\bwhere did (i|we) grow up\b|\bwhere am i (originally )?from\b|\bmy home ?town\b",
             r"我[^，。,？?]{0,3}在哪(里|儿)?长大|我的?老家(在|是)?哪|我是哪(里)?人",
+        ),
+    ),
+    _attribute(
+        # The holiday being planned: "our summer trip is Portugal", then "we're doing Iceland
+        # instead" (a second trip is rarely planned beside it; a wish is no plan).
+        gettext_noop("holiday destination"),
+        said=(
+            rf"\b(our|my|the) ({_TRIP_WORDS} )*(trip|holiday|vacation|getaway)\b[^.;]{{0,25}}"
+            rf"\b(is|will be|is going to be|is now)( going to be)? (to |in )?(?!{_WHEN}){_CAP}",
+            rf"\b(we're|we are|i'm|i am) (now )?(doing|going to|heading to|flying to|off to)"
+            rf" {_CAP}\w*( {_CAP}\w*)? (instead\b|this (summer|winter|year)\b|for (the|our|my)"
+            rf" ({_TRIP_WORDS} )*(trip|holiday|holidays|vacation)\b)",
+            rf"(暑假|寒假|假期|年假|今年夏天|国庆|五一|春节)[^，。！？,.!?]{{0,8}}?(打算|准备|计划|要|决定)"
+            rf"去(?!玩|旅|度|走|逛|哪|看看){_CJK}{{2}}",
+            rf"不去{_CJK}{{2,4}}了?[，,]?(我们)?(改去|改成去|换成去|改到){_CJK}{{2}}",
+        ),
+        asked=(
+            r"\bwhere (are|am|were|will) (we|i) (be )?(going|heading|off|travell?ing|flying)\b"
+            rf"[^?]{{0,30}}\b({_TRIP_WORDS}|trip|holiday|holidays|vacation)\b"
+            r"|\bwhere('s| is) (our|my) (\w+ )?(trip|holiday|vacation)\b",
+            r"(暑假|寒假|假期|年假|今年夏天|国庆|五一|春节|旅行|旅游|度假)[^？?，,]{0,8}去哪",
         ),
     ),
     _attribute(

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Container
 from dataclasses import dataclass, replace
 from datetime import datetime
 from itertools import accumulate
@@ -53,7 +53,13 @@ from memory.context_items import (
 from memory.embeddings import Embedder, Thresholds
 from memory.index import Filter
 from memory.index_schema import Term, query_terms
-from memory.memories import MEMORY_CANDIDATES, current_value, memories_like, source_message_ids
+from memory.memories import (
+    MEMORY_CANDIDATES,
+    closest_preferences,
+    current_value,
+    memories_like,
+    source_message_ids,
+)
 from memory.models import LongTermMemory, MainMessage, MemoryType, Role, ShortTermMemory
 from memory.phrases import Phrase, attribute_label
 from memory.questions import asks_about_replies, is_recommendation
@@ -65,7 +71,14 @@ from memory.relevance import (
     term_match,
     verdict,
 )
-from memory.search import MAX_K, SearchHit, SearchQuery, search
+from memory.search import (
+    MAX_K,
+    REMEMBERED,
+    SAID_BY_THE_PERSON,
+    SearchHit,
+    SearchQuery,
+    search,
+)
 from memory.subagent_run import run_in
 from memory.text import folded, folded_say_the_same, has_terms, message_label
 from memory.vectors import QueryEmbedding, query_embedding
@@ -350,11 +363,13 @@ def _relevant_memories(
     floor: float,
     thresholds: Thresholds,
     recommending: bool,
+    closest: Container[int],
 ) -> tuple[list[MemoryItem], list[LeftOut]]:
     """The matches that reach the floors (memory.relevance), each saying why it is there,
     and the others with why not. Similarity is the model's own measure where the query has
     a vector; otherwise the share of the query's terms the memory says. The floors know the
-    memory's type: a recommendation question takes preferences and facts more readily."""
+    memory's type: a recommendation question takes preferences and facts more readily, and
+    the person's preferences `closest` to it whatever their score."""
     terms = query_terms(query) if method == "lexical" else None
     relevant: list[MemoryItem] = []
     left_out: list[LeftOut] = []
@@ -368,6 +383,7 @@ def _relevant_memories(
             query=query,
             terms=terms,
             recommending=recommending,
+            closest=item.id in closest,
         )
         if judged.relevant:
             relevant.append(replace(item, why=judged.why))
@@ -463,11 +479,15 @@ def _long_term(
     active = LongTermMemory.objects.filter(agent_id=agent_id).active().current(now)
     if method == "access_count" or query is None:
         return _most_used(active, query, now), []
-    matched = [_memory_item(m, scores[m.pk], method, now) for m in active.filter(pk__in=scores)]
     floor = embedded.thresholds.identity if identity else embedded.thresholds.relevance
     recommending = is_recommendation(query)
+    closest: dict[int, float] = {}
+    if recommending and embedded.vector is not None:
+        closest = closest_preferences(agent_id, embedded.vector, now)
+    scores |= closest
+    matched = [_memory_item(m, scores[m.pk], method, now) for m in active.filter(pk__in=scores)]
     relevant, left_out = _relevant_memories(
-        matched, method, scores, query, floor, embedded.thresholds, recommending
+        matched, method, scores, query, floor, embedded.thresholds, recommending, closest
     )
     if identity:
         relevant.sort(key=_identity_rank)
@@ -522,6 +542,7 @@ def _waiting_for_vectors(
             query=query,
             terms=terms,
             recommending=recommending,
+            closest=False,  # not embedded: no similarity to be closest by
         )
         if judged.relevant and len(taken) < LONG_TERM_ITEMS:
             why = Phrase(gettext_noop("not embedded yet, by its words: %(why)s"), why=judged.why)
@@ -892,11 +913,17 @@ def _recall_verdicts(
     query's `terms` its text and label say (memory.relevance). For a recommendation question
     what the person said qualifies at the share of the floor a preference memory does: "I
     can't stand crowded tourist spots" shares no word with "Can you recommend somewhere for a
-    weekend away?"."""
+    weekend away?". A hit search raised as the source of a memory about the query
+    (SAID_BY_THE_PERSON, REMEMBERED) qualifies by that: the memory was judged relevant."""
     verdicts: dict[int, Verdict] = {}
     lowered = embedded.thresholds.relevance * RECOMMENDATION_FLOOR_SHARE
     for hit in hits:
         message = hit.message
+        known = [reason for reason in (SAID_BY_THE_PERSON, REMEMBERED) if reason in hit.raised]
+        if known:
+            # What a memory about the query came from, however far its words and vector are.
+            verdicts[message.pk] = Verdict(True, Phrase(known[0]))
+            continue
         floor = embedded.thresholds.floor(embedded.thresholds.relevance, query, message.content)
         score = hit.vector_score
         if score is not None and score >= floor:
@@ -922,7 +949,8 @@ def _recall_verdicts(
 
 def _without_restated_memories(long_term: Layer[Any], messages: list[Item]) -> Layer[Any]:
     """Long-term memory without the memories that a message in the context (working or
-    recalled) already says: the message carries its date and its turn."""
+    recalled) already says: the message carries its date and its turn. A current value stays:
+    only the memory says that it is current (the older values' messages may be there too)."""
     if not long_term.items:
         return long_term
     # Folded once: each memory is compared with every message (~100 of them).
@@ -930,6 +958,9 @@ def _without_restated_memories(long_term: Layer[Any], messages: list[Item]) -> L
     kept: list[Item] = []
     left_out = list(long_term.left_out)
     for item in long_term.items:
+        if item.method == "attribute":
+            kept.append(item)
+            continue
         text = folded(item.content)
         same = next(
             (m for m, content in texts if folded_say_the_same(text, content)),

@@ -260,7 +260,11 @@ FACTS = (
     r"( date| day)? (is|was|'s)\b.{0,25}<DATE>",
     # events: what they did, in the past tense
     r"我.{0,6}(搬到|搬去|养了|毕业于|出生在|出生于)"
-    r"|我(去年|上个月|上周|昨天|刚|已经|最近)*(去了|参加了|开始了|换了|买了|订了|结婚|离婚)",
+    r"|我们?(今天|昨天|前天|今早|今晚|早上|上午|中午|下午|晚上|刚才|刚刚|刚|这周末?|上周末?|周末|上个?月"
+    r"|去年|最近|已经|终于|又|也|还|一起)*(去了(?!解)|去过|参加了|开始了|换了|买了|订了|点了|叫了|吃了"
+    r"|报了|考了|拿到了|结婚|离婚|(读|看|学|跑|做|写|练)完"
+    # went somewhere to do something: 去岩馆爬了, 去吃了 (not 我去睡了: going to sleep)
+    r"|去(?!年)[\u4e00-\u9fff]{0,5}?(吃|喝|爬|攀|玩|看|逛|打|跑|游|滑|骑|买|练)[\u4e00-\u9fff]{0,4}?了)",
     r"\b<I> (just |recently |finally |also )?(moved|adopted|started|joined|went|ran|took"
     r"|visited|attended|bought|finished|graduated|won|volunteered|signed up|painted|built"
     r"|wrote|published|launched|opened|lost|quit|traveled|travelled|learned|organized"

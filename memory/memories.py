@@ -31,7 +31,7 @@ from memory.models import (
     MemorySource,
     MemoryType,
 )
-from memory.relevance import RECOMMENDATION_TYPES, memory_verdict
+from memory.relevance import CLOSEST_PREFERENCES, memory_verdict
 from memory.validation import (
     InvalidInput,
     check_confidence,
@@ -155,18 +155,37 @@ def current_value(agent_id: str, query: str, now: datetime) -> LongTermMemory | 
     return active.filter(attribute=attribute).newest_said_first().first()
 
 
-def to_respect(
-    agent_id: str, query: str, vector: Sequence[float], thresholds: Thresholds, now: datetime
+def closest_preferences(agent_id: str, vector: Sequence[float], now: datetime) -> dict[int, float]:
+    """The person's CLOSEST_PREFERENCES active, current preferences most similar to the
+    query's vector, best first, with their similarity (memory.relevance: a recommendation
+    question weighs them whatever their score)."""
+    hits = memories_like(
+        agent_id=agent_id, vector=vector, k=MEMORY_CANDIDATES, memory_type=MemoryType.PREFERENCE
+    )
+    memories = LongTermMemory.objects.filter(agent_id=agent_id, pk__in=[hit.id for hit in hits])
+    active = set(memories.active().current(now).values_list("pk", flat=True))
+    kept = [(hit.id, hit.score) for hit in hits if hit.id in active]
+    return dict(kept[:CLOSEST_PREFERENCES])
+
+
+def memories_about(
+    agent_id: str,
+    query: str,
+    vector: Sequence[float],
+    thresholds: Thresholds,
+    now: datetime,
+    recommending: bool,
 ) -> list[LongTermMemory]:
-    """For a recommendation question ("Can you recommend a gift?", memory.questions), the
-    person's preferences and facts it must respect, as the context's type-aware floors judge
-    them (memory.relevance's `memory_verdict`), most similar first."""
+    """The person's active, current memories about the query, as the context's floors judge
+    them (memory.relevance's `memory_verdict`; type-aware for a recommendation question, which
+    weighs the person's closest preferences too), most similar first."""
     similar = memories_like(agent_id=agent_id, vector=vector, k=MEMORY_CANDIDATES)
-    hits = {hit.id: hit.score for hit in similar}
+    closest = closest_preferences(agent_id, vector, now) if recommending else {}
+    hits = {hit.id: hit.score for hit in similar} | closest
     active = LongTermMemory.objects.filter(agent_id=agent_id, pk__in=hits).active().current(now)
     kept = [
         memory
-        for memory in active.filter(memory_type__in=RECOMMENDATION_TYPES)
+        for memory in active
         if memory_verdict(
             memory_type=memory.memory_type,
             content=memory.content,
@@ -175,7 +194,8 @@ def to_respect(
             base=thresholds.relevance,
             query=query,
             terms=None,
-            recommending=True,
+            recommending=recommending,
+            closest=memory.pk in closest,
         ).relevant
     ]
     return sorted(kept, key=lambda memory: -hits[memory.pk])

@@ -18,6 +18,9 @@ ABOUT_PAST_REPLIES: tuple[str, ...] = (
     r"explained|gave|listed)\b",
     r"(?:你|您)(?:之前|上次|刚才|那次|以前)",
     r"(?:你|您)[^，。？！?,]{0,4}?(?:说|讲|提|建议|推荐|教|告诉|提醒)(?:过|的)",
+    # what the person asked: the exchange, the question with its reply
+    r"\b(?:did|have) (?:i|we) (?:ever )?ask(?:ed)?\b|\b(?:i|we) asked you\b",
+    r"我们?(?:之前|上次|以前|那次)?问(?:过|了)(?:你|您)",
 )
 # Advice asked of the agent now, which its earlier replies may already give: "what's your
 # advice on ...", "你建议我跑步前怎么热身？", "你教我白切鸡怎么做？".
@@ -53,6 +56,16 @@ ASKS_WHEN: tuple[str, ...] = (
     r"哪天|哪一天|几号|多少天|(?<![这前])几天|什么时候[^，。？?！!]{0,12}(?:的|了)",
 )
 
+# Every mention, not the best ones: "How many times did I ...", "Which books have I read?",
+# "What restaurants have we tried?", "我去了几次...", "我读完了哪些书？": each time the person
+# told of it may be a message of its own (the issue 33 kind "aggregation").
+ASKS_EVERY_MENTION: tuple[str, ...] = (
+    # not "how many days" (ASKS_WHEN)
+    r"\bhow (?:many(?! (?:days|weeks|months|years|hours))|often)\b"
+    r"|\b(?:which|what)\b[^?.!]{0,40}\bhave (?:i|we)\b(?! (?:got|to)\b)|\blist (?:all|every)\b",
+    r"几次|多少次|几回|哪些|几(?:本|家|场|部)",
+)
+
 
 def _compiled(patterns: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile("|".join(patterns), re.IGNORECASE)
@@ -62,6 +75,7 @@ _PAST_REPLIES = _compiled(ABOUT_PAST_REPLIES)
 _REPLIES = _compiled(ABOUT_PAST_REPLIES + ASKED_OF_THE_AGENT)
 _RECOMMENDATION = _compiled(RECOMMENDATION_PATTERNS)
 _WHEN = _compiled(ASKS_WHEN)
+_EVERY_MENTION = _compiled(ASKS_EVERY_MENTION)
 
 
 def asks_when(query: str | None) -> bool:
@@ -90,3 +104,10 @@ def is_recommendation(query: str | None) -> bool:
         and _BETWEEN_US.search(query)
         and not _PAST_REPLIES.search(query)
     )
+
+
+def asks_every_mention(query: str | None) -> bool:
+    """Whether the person asks to count or list what they told of ("How many times did I
+    ...?", "我读完了哪些书？"), in the first person: "What books has Melanie read?" asks about
+    someone else, whose words the person's memories do not hold."""
+    return bool(query and _EVERY_MENTION.search(query) and _BETWEEN_US.search(query))

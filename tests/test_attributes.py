@@ -63,6 +63,11 @@ STATED = [
     ("我是在青岛长大的，所以这点坏天气不算什么。", "hometown"),
     ("我是做产品经理的。", "occupation"),
     ("体重终于到了65公斤。", "weight"),
+    ("Our family vacation this year is Crete, we booked in January.", "holiday destination"),
+    ("We're flying to Lisbon for the Easter holidays.", "holiday destination"),
+    ("New plan: we're going to Vienna instead.", "holiday destination"),
+    ("国庆我们准备去西安看兵马俑。", "holiday destination"),
+    ("寒假的计划改了，不去哈尔滨了，改去昆明。", "holiday destination"),
 ]
 
 NOT_STATED = [
@@ -95,6 +100,11 @@ NOT_STATED = [
     "我和张经理的关系一直不错。",  # a colleague, not a couple
     "我在用一个组件库写页面。",
     "我在准备下个月去成都的旅行，想住在离地铁站近的地方。",
+    "Our holiday is in August this year.",  # when, not where
+    "My holiday budget is tight.",
+    "I'd love a trip like my sister's to Japan.",  # a wish
+    "寒假想出去玩。",
+    "年假的事还没跟领导说。",
 ]
 
 
@@ -135,6 +145,10 @@ def test_a_statement_of_someone_else_or_without_a_value_gives_none(text):
         ("我现在体重多少？", "weight"),
         ("Where did I grow up?", "hometown"),
         ("我是在哪里长大的？", "hometown"),
+        ("Where are we heading for the winter holidays?", "holiday destination"),
+        ("国庆我们去哪？", "holiday destination"),
+        ("Where is Caroline going on vacation?", None),
+        ("国庆去哪玩比较好？", None),  # a recommendation, not a plan
         ("What did I eat yesterday?", None),
         ("Which country is Caroline from?", None),  # someone else's
         ("What company does Jon work for?", None),
@@ -177,6 +191,7 @@ def test_a_chat_models_memory_about_the_user_is_the_users(memory, attribute):
         ("Every Tuesday evening I go climbing.", "I play chess every Friday evening.", False),
         ("I work for Siemens as an analyst.", "We relocated to Lisbon in the spring.", False),
         ("My budget for the sofa is €900.", "I have two cats.", False),
+        ("Our family vacation this year is Crete.", "We're going to Vienna instead.", True),
     ],
 )
 def test_a_newer_value_of_the_same_attribute_supersedes(old, new, supersedes):

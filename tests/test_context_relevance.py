@@ -8,12 +8,14 @@ none of the other topics'. Run with the real local model, as users get it, and l
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime
 from functools import partial
 
 import pytest
 
-from memory import embeddings, vectors
+from memory import embeddings, relevance, vectors
+from memory import memories as memories_module
 from memory.context import context_build
 from memory.embeddings import LocalEmbedder
 from memory.index_schema import query_terms
@@ -22,8 +24,10 @@ from memory.models import LongTermMemory
 from memory.relevance import (
     MEMORY_FLOORS,
     MESSAGE_FLOORS,
+    RECOMMENDATION_FLOOR_SHARE,
     term_match,
 )
+from memory.search import REMEMBERED, SAID_BY_THE_PERSON, SearchQuery, search
 from memory.text import mostly_cjk
 from tests.factories import add_message
 
@@ -267,9 +271,7 @@ def test_a_recommendation_question_recalls_what_the_person_said_in_passing(
     default_model, said, recommendation, other
 ):
     message = say(said, session_id="past", timestamp=PAST)
-    vectors.query_vector.cache_clear()
-    vectors.prepare_index(default_model.signature)
-    vectors.embed_pending(embedder=default_model)
+    _embed(default_model)
 
     asked = _ask(recommendation, default_model)
     (recalled,) = [i for i in asked.layers["recall"].items if i.id == message.pk]
@@ -278,6 +280,150 @@ def test_a_recommendation_question_recalls_what_the_person_said_in_passing(
 
     assert recalled.why.startswith("recommendation question, the person's words: similarity")
     assert left_out.reason.startswith("below the relevance floor: similarity")
+
+
+def _embed(model: LocalEmbedder) -> None:
+    """Every message and memory embedded by the model, as the worker would."""
+    vectors.query_vector.cache_clear()
+    vectors.prepare_index(model.signature)
+    vectors.embed_pending(embedder=model)
+
+
+_SESSIONS = itertools.count()
+
+
+def _said_and_remembered(message: str, memory: str, memory_type: str = "fact") -> tuple[int, int]:
+    """A message of the person's in a session of its own, and the memory consolidation made of
+    a statement in it: (message id, memory id)."""
+    said = say(message, session_id=f"said-{next(_SESSIONS)}", timestamp=PAST)
+    made = memory_create(
+        agent_id="a1",
+        content=memory,
+        memory_type=memory_type,
+        actor="consolidation",
+        source_messages=[said.pk],
+    )
+    return said.pk, made.pk
+
+
+# A preference the default model puts far from the recommendation it must shape (0.08-0.15,
+# under the recommendation share of the floor), with its message said in passing.
+FAR_PREFERENCES = [
+    (
+        "Can you recommend somewhere for a weekend away?",
+        "I'd rather not drive for more than an hour, long drives make me miserable.",
+    ),
+    ("能推荐一个送给好朋友的生日礼物吗？", "我今年想把额外的开销控制在三百块以内。"),
+]
+
+
+@pytest.mark.parametrize("recommendation, preference", FAR_PREFERENCES)
+def test_a_recommendation_weighs_the_persons_closest_preferences_whatever_their_score(
+    monkeypatch, default_model, preferences, recommendation, preference
+):
+    said, far = _said_and_remembered(
+        f"How do I sleep better when it's hot? {preference}", preference, "preference"
+    )
+    _embed(default_model)
+
+    context = _ask(recommendation, default_model)
+    memories = {item.id: item.why for item in context.layers["long_term"].items}
+    recalled = {item.id: item.why for item in context.layers["recall"].items}
+    monkeypatch.setattr(relevance, "CLOSEST_PREFERENCES", 0)
+    monkeypatch.setattr(memories_module, "CLOSEST_PREFERENCES", 0)
+    without = _ask(recommendation, default_model)
+
+    assert (
+        "among the 2 closest to the question" in memories.get(far, "")
+        or recalled.get(said) == SAID_BY_THE_PERSON
+    )
+    # Far below the floor: without the rule neither comes.
+    assert far not in {item.id for item in without.layers["long_term"].items}
+    assert said not in {item.id for item in without.layers["recall"].items}
+    # The rule adds at most two preferences and nothing else.
+    closest = {pk for pk, why in memories.items() if "closest to the question" in why}
+    kinds = LongTermMemory.objects.filter(pk__in=closest).values_list("memory_type", flat=True)
+    assert len(closest) <= 2 and set(kinds) <= {"preference"}
+    assert set(memories) - closest == {item.id for item in without.layers["long_term"].items}
+
+
+def test_the_message_a_respected_memory_came_from_is_recalled_though_it_says_more(
+    default_model,
+):
+    # The memory is close to the question; its message, mostly about something else, is not.
+    low_carb = "I'm trying to stay low-carb these days, so no pasta for me."
+    said, _ = _said_and_remembered(
+        f"Can you explain Docker volumes simply? {low_carb}", low_carb, "preference"
+    )
+    _embed(default_model)
+    question = "What should I cook for a dinner party this weekend?"
+
+    context = _ask(question, default_model)
+    embedded = vectors.query_embedding(question, default_model)
+    hits = search(agent_id="a1", query=SearchQuery(question, k=100), embedded=embedded).hits
+
+    (hit,) = [hit for hit in hits if hit.message.pk == said]
+    assert hit.vector_score < default_model.thresholds.relevance * RECOMMENDATION_FLOOR_SHARE
+    recalled = {item.id: item.why for item in context.layers["recall"].items}
+    assert recalled[said] == SAID_BY_THE_PERSON
+
+
+# Things the person did, each said in passing after a request and made a memory of the
+# statement, and a memory of something else: (a question asking for every mention, one on the
+# same topic that does not, [(message, memory)], the other memory).
+EVENTS = [
+    (
+        "Which books have I finished reading?",
+        "Did I like the last book I finished reading?",
+        [
+            (
+                "How do I fix a squeaky door? I just finished reading Piranesi, by the way.",
+                "I just finished reading Piranesi.",
+            ),
+            (
+                "Any tips for a long flight? I finally read all of Dune last night.",
+                "I finally read all of Dune.",
+            ),
+        ],
+        "My neighbour's cat is called Miso.",
+    ),
+    (
+        "我读完了哪些书？",
+        "我最近读完的书好看吗？",
+        [
+            ("门一直吱吱响怎么办？顺便说一下，我刚读完《繁花》。", "我刚读完《繁花》。"),
+            (
+                "长途飞行有什么建议？我昨天终于看完了《白鹿原》这本书。",
+                "我终于看完了《白鹿原》这本书。",
+            ),
+        ],
+        "我家楼下新开了一家面包店。",
+    ),
+]
+
+
+@pytest.mark.parametrize("question, another, events, other", EVENTS)
+def test_a_question_asking_for_every_mention_raises_the_messages_its_memories_came_from(
+    default_model, question, another, events, other
+):
+    remembered = {_said_and_remembered(message, memory)[0] for message, memory in events}
+    unrelated, _ = _said_and_remembered(f"What should I cook tonight? {other}", other)
+    _embed(default_model)
+    embedded = vectors.query_embedding(question, default_model)
+
+    hits = search(agent_id="a1", query=SearchQuery(question), embedded=embedded).hits
+    lexical = search(agent_id="a1", query=SearchQuery(question, mode="lexical")).hits
+    embedded_another = vectors.query_embedding(another, default_model)
+    not_every = search(agent_id="a1", query=SearchQuery(another), embedded=embedded_another).hits
+    context = _ask(question, default_model)
+
+    raised = {hit.message.pk: hit.raised for hit in hits if hit.raised}
+    assert raised == dict.fromkeys(remembered, (REMEMBERED,))
+    assert unrelated not in raised
+    assert [hit.raised for hit in lexical] == [()] * len(lexical)
+    assert [hit.raised for hit in not_every] == [()] * len(not_every)
+    recalled = {item.id: item.why for item in context.layers["recall"].items}
+    assert {pk: recalled.get(pk) for pk in remembered} == dict.fromkeys(remembered, REMEMBERED)
 
 
 def test_it_says_why_each_item_is_there_and_why_others_are_not(real_embedder, store):

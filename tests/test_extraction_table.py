@@ -520,6 +520,27 @@ CHINESE: list[tuple[str, Expected]] = [
     ("我有一个问题。", NOTHING),
     ("我早上十点有个会。", NOTHING),
     ("我朋友不吃辣。", NOTHING),
+    # ... and behind its `aggregation` questions: what the person did, as "I went climbing
+    # earlier today" and "I just finished reading Educated" are in English
+    (
+        "应急备用金应该存多少钱？我今天去岩馆爬了几条线，馆里人特别多。",
+        (("fact", "[8 May 2023] 我今天去岩馆爬了几条线"),),
+    ),
+    ("能解释一下复利吗？顺便说一下，我刚读完《三体》。", (("fact", "我刚读完《三体》"),)),
+    (
+        "自驾游值得买旅游保险吗？这周我们去了一家新开的店叫阿婆面馆，味道还挺不错。",
+        (("fact", "[8 May 2023] 这周我们去了一家新开的店叫阿婆面馆"),),
+    ),
+    (
+        "能简单解释一下SQL 的 join吗？坦白一下，我今天下午又去吃了火锅。",
+        (("fact", "又去吃了火锅"),),
+    ),
+    ("怎么用上密码管理器？老实说，我今天又叫了美团送饭。", (("fact", "又叫了美团送饭"),)),
+    ("我昨天又去打羽毛球了，这是崴脚之后第一次。", (("fact", "又去打羽毛球了"),)),
+    # going, not gone; learning about, not going
+    ("我去睡了。", NOTHING),
+    ("我先去吃饭了，回头聊。", NOTHING),
+    ("我去了解一下。", NOTHING),
 ]
 
 

@@ -1,11 +1,11 @@
-"""What a question asks for (memory.questions): what the agent said, a recommendation, or when
-something happened; in English and Chinese."""
+"""What a question asks for (memory.questions): what the agent said, a recommendation, when
+something happened, or every mention of something; in English and Chinese."""
 
 from __future__ import annotations
 
 import pytest
 
-from memory.questions import asks_about_replies, asks_when, is_recommendation
+from memory.questions import asks_about_replies, asks_every_mention, asks_when, is_recommendation
 
 
 @pytest.mark.parametrize(
@@ -21,6 +21,9 @@ from memory.questions import asks_about_replies, asks_when, is_recommendation
         ("你给我推荐的密码管理器是哪个？", True),
         ("你说我躺下多久还睡不着就该起床？", True),
         ("你教我的雅思口语框架是什么？", True),
+        ("What did I ask you about the lease last week?", True),  # the exchange
+        ("我之前问过你租房合同的什么问题？", True),
+        ("我问你个问题，周末去哪玩？", False),  # asking now
         ("Which concert did I go to with my sister?", False),
         ("What did I buy at the convenience store?", False),
         ("Can you recommend a restaurant for tonight?", False),
@@ -79,3 +82,26 @@ def test_it_tells_a_request_for_a_recommendation(query, recommending):
 )
 def test_it_tells_a_question_asking_when_something_happened(query, when):
     assert asks_when(query) is when
+
+
+@pytest.mark.parametrize(
+    ("query", "every"),
+    [
+        ("How many times did I go swimming in June?", True),
+        ("How often did we eat out last month?", True),
+        ("Which films have we watched together so far?", True),
+        ("What podcasts have I started this year?", True),
+        ("我上个月去了几次健身房？", True),
+        ("我今年看过哪些电影？", True),
+        ("我读了几本书？", True),
+        ("How many days did the trip take?", False),  # when (ASKS_WHEN)
+        ("What do I do for a living?", False),
+        ("What have I got to bring tomorrow?", False),
+        ("Which films has Melanie watched?", False),  # someone else's
+        ("How many books did Caroline read?", False),
+        ("我现在带的组有几个人？", False),
+        (None, False),
+    ],
+)
+def test_it_tells_a_question_asking_for_every_mention(query, every):
+    assert asks_every_mention(query) is every

@@ -452,3 +452,38 @@ def test_the_agents_replies_count_less_than_the_persons_words(
     # Asked what the agent said, its reply is the answer; a named person's reply is a person's.
     assert ranked("a1", about_the_reply)[0] == agent.pk
     assert ranked("a2", query)[0] == named.pk
+
+
+@pytest.mark.parametrize(
+    ("asks", "tells", "question", "about_asking"),
+    [
+        (
+            "Any tips for my AWS exam? How should I prepare for the AWS exam?",
+            "Sat the AWS exam this morning, then a long walk by the river with my sister.",
+            "When did I sit the AWS exam?",
+            "What did I ask you about the AWS exam?",
+        ),
+        (
+            "科目二考试有什么技巧？科目二考试前一天该做什么？",
+            "今天上午考完了科目二考试，下午和妹妹去河边走了很久。",
+            "我是哪天考的科目二考试？",
+            "我之前问过你科目二考试的什么问题？",
+        ),
+    ],
+)
+def test_a_message_that_only_asks_counts_at_a_share_of_its_score(
+    monkeypatch, asks, tells, question, about_asking
+):
+    asked = add_message(asks, session_id="tips").pk
+    told = add_message(tells, session_id="done").pk
+
+    def order(query: str) -> list[int]:
+        hits = search(agent_id="a1", query=SearchQuery(query, mode="lexical")).hits
+        return [hit.message.pk for hit in hits]
+
+    weighed, about_it = order(question), order(about_asking)
+    monkeypatch.setattr(search_module, "ASKING_WEIGHT", 1.0)
+
+    assert order(question) == [asked, told]  # its words, said twice, rank it first
+    assert weighed == [told, asked]
+    assert about_it == [asked, told]  # asked what the person asked: its question answers
