@@ -6,10 +6,12 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from memory import vectors
-from memory.context import context_build, is_identity_query
+from memory.context import WORKING_PAGE, _working_rows, context_build, is_identity_query
 from memory.context_items import date_line, header_tokens
 from memory.models import LongTermMemory, ShortTermMemory
 from memory.tokens import estimate_tokens
@@ -80,6 +82,22 @@ def test_working_memory_is_the_newest_messages_that_fit_oldest_first():
     assert sorted(item.id for item in recall.items) == [m.pk for m in sent[:3]]
     assert context.messages[0]["role"] == "system"
     assert context.messages[0]["content"].count(tokens(40)) == 3
+
+
+def test_working_memory_reads_a_long_session_a_page_at_a_time():
+    start = datetime(2026, 12, 1, tzinfo=UTC)
+    sent = [
+        add_message(tokens(10), summarize=False, timestamp=start + timedelta(minutes=i))
+        for i in range(3 * WORKING_PAGE)
+    ]
+
+    with CaptureQueriesContext(connection) as read:
+        rows = _working_rows("a1", "s1", limit=10 * (WORKING_PAGE + 5))
+
+    # Newest first, until the counts pass the limit: into the second page, not the third.
+    assert [row.id for row in rows] == [m.pk for m in sent[::-1][: WORKING_PAGE + 6]]
+    assert len(read.captured_queries) == 2
+    assert all("LIMIT" in query["sql"] for query in read.captured_queries)
 
 
 def test_short_term_takes_the_three_newest_summaries_without_a_query():
