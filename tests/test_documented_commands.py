@@ -64,6 +64,7 @@ NOT_RUN = {
     "manage.py bench_embedding": "a measurement: tests/test_bench_embedding.py runs it small",
     "manage.py bench_knn": "a measurement: tests/test_bench_app.py runs it small",
     "manage.py bench_context": "a measurement: tests/test_bench_app.py runs it small",
+    "manage.py bench_text_index": "a measurement on a kept store: tests/test_bench_app.py runs it",
 }
 # The measurements' documented options are still checked against their parsers
 # (test_the_documented_options_are_the_commands_own).
