@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection, Container
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from datetime import datetime
 from itertools import accumulate
@@ -55,9 +55,9 @@ from memory.index import Filter
 from memory.index_schema import Term, query_terms
 from memory.memories import (
     MEMORY_CANDIDATES,
-    closest_preferences,
+    JudgedMemory,
     current_value,
-    memories_like,
+    judged_memories,
     source_message_ids,
 )
 from memory.models import LongTermMemory, MainMessage, MemoryType, Role, ShortTermMemory
@@ -336,22 +336,6 @@ def _memory_item(
     )
 
 
-def _long_term_candidates(
-    agent_id: str, query: str | None, vector: tuple[float, ...] | None
-) -> tuple[str, dict[int, float]]:
-    """Scores of the memories that match the query: cosine similarity, else normalised BM25.
-    "access_count" when the call has no way to match: no query, or no vector and no term the
-    lexical index could look up (`has_terms`: "👍" alone)."""
-    if vector is not None:
-        hits = memories_like(agent_id=agent_id, vector=vector, k=MEMORY_CANDIDATES)
-        return "similarity", {hit.id: hit.score for hit in hits}
-    if query and has_terms(query):
-        hits = memories_like(agent_id=agent_id, text=query, k=MEMORY_CANDIDATES)
-        best = max((hit.score for hit in hits), default=0) or 1
-        return "lexical", {hit.id: hit.score / best for hit in hits}
-    return "access_count", {}
-
-
 def _identity_rank(item: MemoryItem) -> tuple[Any, ...]:
     """What a person wrote or confirmed first, then preferences, then what consolidation
     confirmed more often and what was used more, then the match score."""
@@ -362,43 +346,6 @@ def _identity_rank(item: MemoryItem) -> tuple[Any, ...]:
         -item.access_count,
         -(item.score or 0),
     )
-
-
-def _relevant_memories(
-    matched: list[MemoryItem],
-    method: str,
-    scores: dict[int, float],
-    query: str,
-    floor: float,
-    thresholds: Thresholds,
-    recommending: bool,
-    closest: Container[int],
-) -> tuple[list[MemoryItem], list[LeftOut]]:
-    """The matches that reach the floors (memory.relevance), each saying why it is there,
-    and the others with why not. Similarity is the model's own measure where the query has
-    a vector; otherwise the share of the query's terms the memory says. The floors know the
-    memory's type: a recommendation question takes preferences and facts more readily, and
-    the person's preferences `closest` to it whatever their score."""
-    terms = query_terms(query) if method == "lexical" else None
-    relevant: list[MemoryItem] = []
-    left_out: list[LeftOut] = []
-    for item in matched:
-        judged = memory_verdict(
-            memory_type=item.memory_type,
-            content=item.content,
-            similarity=scores[item.id] if method == "similarity" else None,
-            thresholds=thresholds,
-            base=floor,
-            query=query,
-            terms=terms,
-            recommending=recommending,
-            closest=item.id in closest,
-        )
-        if judged.relevant:
-            relevant.append(replace(item, why=judged.why))
-        else:
-            left_out.append(LeftOut(item.id, judged.why, item.score))
-    return relevant, left_out
 
 
 # The layers as cuts name them (the API's words; the dashboard translates them).
@@ -481,23 +428,27 @@ def _long_term(
     embedded: QueryEmbedding,
     identity: bool,
     now: datetime,
-) -> tuple[list[MemoryItem], list[LeftOut]]:
-    """The memories chosen, and the candidates passed over with why."""
-    method, scores = _long_term_candidates(agent_id, query, embedded.vector)
+) -> _LongTerm:
+    """The memories chosen, the candidates passed over with why, and the memories about the
+    query at the relevance floor for search's raises."""
     # A superseded memory is out of active recall: the one that replaced it is there instead.
     active = LongTermMemory.objects.filter(agent_id=agent_id).active().current(now)
-    if method == "access_count" or query is None:
-        return _most_used(active, query, now), []
+    vector = embedded.vector
+    if query is None or (vector is None and not has_terms(query)):
+        # No way to match: no query, or no vector and no term to look up ("👍" alone).
+        return _LongTerm(_most_used(active, query, now), [], None)
+    method = "similarity" if vector is not None else "lexical"
     floor = embedded.thresholds.identity if identity else embedded.thresholds.relevance
     recommending = is_recommendation(query)
-    closest: dict[int, float] = {}
-    if recommending and embedded.vector is not None:
-        closest = closest_preferences(agent_id, embedded.vector, now)
-    scores |= closest
-    matched = [_memory_item(m, scores[m.pk], method, now) for m in active.filter(pk__in=scores)]
-    relevant, left_out = _relevant_memories(
-        matched, method, scores, query, floor, embedded.thresholds, recommending, closest
+    judged = judged_memories(
+        agent_id, query, vector, embedded.thresholds, now, floor=floor, recommending=recommending
     )
+    relevant, left_out = _relevant_memories(judged, method, now)
+    # Judged at the relevance floor, they are the memories about the query search raises
+    # the sources of (memory.search: `about`): found once a call.
+    about = None
+    if vector is not None and not identity:
+        about = [one.memory for one in judged if one.verdict.relevant]
     if identity:
         relevant.sort(key=_identity_rank)
         limit = IDENTITY_LONG_TERM_ITEMS
@@ -522,7 +473,34 @@ def _long_term(
         chosen_ids |= {item.id for item in waiting}
         left_out += passed
     # A match the identity rule took after all is in, not out.
-    return chosen, [left for left in left_out if left.id not in chosen_ids]
+    return _LongTerm(chosen, [left for left in left_out if left.id not in chosen_ids], about)
+
+
+@dataclass(frozen=True)
+class _LongTerm:
+    """The long-term layer's memories, those passed over with why, and the memories about
+    the query at the relevance floor (None when not judged at it: an identity question, or
+    no vector)."""
+
+    chosen: list[MemoryItem]
+    left_out: list[LeftOut]
+    about: list[LongTermMemory] | None
+
+
+def _relevant_memories(
+    judged: list[JudgedMemory], method: str, now: datetime
+) -> tuple[list[MemoryItem], list[LeftOut]]:
+    """The judged memories that reach the floors, each saying why it is there, and the others
+    with why not."""
+    relevant: list[MemoryItem] = []
+    left_out: list[LeftOut] = []
+    for one in judged:
+        item = _memory_item(one.memory, one.score, method, now, one.verdict.why)
+        if one.verdict.relevant:
+            relevant.append(item)
+        else:
+            left_out.append(LeftOut(item.id, one.verdict.why, item.score))
+    return relevant, left_out
 
 
 def _waiting_for_vectors(
@@ -787,9 +765,9 @@ def context_build(
     short_items, short_left_out = _short_term(
         agent_id, session_id, query, vector, {i.id for i in newest}
     )
-    long_items, long_left_out = _long_term(agent_id, query, embedded, identity, now)
-    sources = source_message_ids([item.id for item in long_items])  # one query for all
-    long_items = [replace(item, source_ids=sources.get(item.id, ())) for item in long_items]
+    long_term = _long_term(agent_id, query, embedded, identity, now)
+    sources = source_message_ids([item.id for item in long_term.chosen])  # one query for all
+    long_items = [replace(item, source_ids=sources.get(item.id, ())) for item in long_term.chosen]
     layers: dict[str, Layer[Any]] = {
         "working": Layer(shares["working"], shares["working"], "newest", newest),
         "short_term": Layer(
@@ -806,14 +784,16 @@ def context_build(
             layer_method(long_items, "access_count"),
             long_items,
             header_tokens(LONG_TERM_HEADER),
-            long_left_out,
+            long_term.left_out,
         ),
     }
     layers, cuts = _fit(layers, working, room)
     # Recall takes what is left; older working messages then take what recall could not use.
     # Neither repeats a turn a summary in the context stands for.
     summarised = _summarised_messages(agent_id, session_id, layers["short_term"].items)
-    recalled = _recall(agent_id, query, embedded, layers, room, shares, summarised, now)
+    recalled = _recall(
+        agent_id, query, embedded, layers, room, shares, summarised, now, long_term.about
+    )
     layers["recall"], layers["long_term"] = recalled.layer, recalled.long_term
     degraded += [reason for reason in recalled.degraded if reason not in degraded]
     if not cuts:
@@ -859,6 +839,7 @@ def _recall(
     shares: dict[str, int],
     summarised: set[int],
     now: datetime,
+    about: list[LongTermMemory] | None,
 ) -> _Recalled:
     """The recall layer: what is left of the budget, filled with the best earlier messages
     that reach the relevance floors; long-term memories a recalled message already says make
@@ -880,6 +861,7 @@ def _recall(
         ),
         embedded=embedded,
         now=now,
+        about=about,
     )
     skip = dict.fromkeys(summarised, gettext_noop("in a summarised turn")) | dict.fromkeys(
         working_ids, gettext_noop("in working memory")

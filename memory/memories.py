@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from memory import attributes, index, scheduling
 from memory.embeddings import Thresholds
+from memory.index_schema import query_terms
 from memory.models import (
     AUTOMATIC_ACTORS,
     LongTermMemory,
@@ -31,7 +32,7 @@ from memory.models import (
     MemorySource,
     MemoryType,
 )
-from memory.relevance import CLOSEST_PREFERENCES, memory_verdict
+from memory.relevance import CLOSEST_PREFERENCES, Verdict, memory_verdict
 from memory.validation import (
     InvalidInput,
     check_confidence,
@@ -140,7 +141,7 @@ def source_message_ids(memory_ids: Iterable[int]) -> dict[int, tuple[int, ...]]:
 
 
 # The memories a query's KNN or text search brings for the floors to judge (the context's
-# long-term layer, `to_respect`).
+# long-term layer, `judged_memories`).
 MEMORY_CANDIDATES = 20
 
 
@@ -168,6 +169,64 @@ def closest_preferences(agent_id: str, vector: Sequence[float], now: datetime) -
     return dict(kept[:CLOSEST_PREFERENCES])
 
 
+@dataclass(frozen=True)
+class JudgedMemory:
+    """A memory close to a query, its score (cosine similarity, or its BM25 share of the best
+    on the lexical path) and whether it is about the query (memory.relevance), with why."""
+
+    memory: LongTermMemory
+    score: float
+    verdict: Verdict
+
+
+def judged_memories(
+    agent_id: str,
+    query: str,
+    vector: Sequence[float] | None,
+    thresholds: Thresholds,
+    now: datetime,
+    *,
+    floor: float,
+    recommending: bool,
+) -> list[JudgedMemory]:
+    """The person's active, current memories closest to the query, each judged by the
+    context's floors against `floor` (the relevance floor, or the identity floor for an
+    identity question), best first: MEMORY_CANDIDATES by the query's `vector` and, for a
+    recommendation question, the closest preferences whatever their score; without a vector,
+    by its words (the caller checks it has some: `text.has_terms`). The context's long-term
+    layer and search's raises (`memories_about`) judge by this one rule."""
+    if vector is not None:
+        similar = memories_like(agent_id=agent_id, vector=vector, k=MEMORY_CANDIDATES)
+        closest = closest_preferences(agent_id, vector, now) if recommending else {}
+        scores = {hit.id: hit.score for hit in similar} | closest
+        terms = None
+    else:
+        hits = memories_like(agent_id=agent_id, text=query, k=MEMORY_CANDIDATES)
+        best = max((hit.score for hit in hits), default=0) or 1
+        scores, closest = {hit.id: hit.score / best for hit in hits}, {}
+        terms = query_terms(query)
+    active = LongTermMemory.objects.filter(agent_id=agent_id, pk__in=scores).active().current(now)
+    judged = [
+        JudgedMemory(
+            memory,
+            scores[memory.pk],
+            memory_verdict(
+                memory_type=memory.memory_type,
+                content=memory.content,
+                similarity=scores[memory.pk] if vector is not None else None,
+                thresholds=thresholds,
+                base=floor,
+                query=query,
+                terms=terms,
+                recommending=recommending,
+                closest=memory.pk in closest,
+            ),
+        )
+        for memory in active
+    ]
+    return sorted(judged, key=lambda one: -one.score)
+
+
 def memories_about(
     agent_id: str,
     query: str,
@@ -176,29 +235,18 @@ def memories_about(
     now: datetime,
     recommending: bool,
 ) -> list[LongTermMemory]:
-    """The person's active, current memories about the query, as the context's floors judge
-    them (memory.relevance's `memory_verdict`; type-aware for a recommendation question, which
-    weighs the person's closest preferences too), most similar first."""
-    similar = memories_like(agent_id=agent_id, vector=vector, k=MEMORY_CANDIDATES)
-    closest = closest_preferences(agent_id, vector, now) if recommending else {}
-    hits = {hit.id: hit.score for hit in similar} | closest
-    active = LongTermMemory.objects.filter(agent_id=agent_id, pk__in=hits).active().current(now)
-    kept = [
-        memory
-        for memory in active
-        if memory_verdict(
-            memory_type=memory.memory_type,
-            content=memory.content,
-            similarity=hits[memory.pk],
-            thresholds=thresholds,
-            base=thresholds.relevance,
-            query=query,
-            terms=None,
-            recommending=recommending,
-            closest=memory.pk in closest,
-        ).relevant
-    ]
-    return sorted(kept, key=lambda memory: -hits[memory.pk])
+    """The person's active, current memories about the query at the relevance floor
+    (`judged_memories`), most similar first."""
+    judged = judged_memories(
+        agent_id,
+        query,
+        vector,
+        thresholds,
+        now,
+        floor=thresholds.relevance,
+        recommending=recommending,
+    )
+    return [one.memory for one in judged if one.verdict.relevant]
 
 
 def derive_attributes(*, using: str, apps: Any = None, **_: Any) -> None:

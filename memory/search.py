@@ -387,17 +387,18 @@ def search(
     query: SearchQuery,
     embedded: QueryEmbedding | None = None,
     now: datetime | None = None,
+    about: Sequence[LongTermMemory] | None = None,
 ) -> SearchResult:
     """The agent's best messages for the query, hybrid candidates fused by `fuse_weighted`;
     sub-agent transcripts are never searched.
 
     `embedded` is the query's vector when the caller has it already (the context's recall);
     `now` is when relative dates in the query count from (the context's one clock; the time
-    of the call otherwise).
+    of the call otherwise); `about` the memories about the query (`memories.memories_about`)
+    when the caller judged them already (the context's long-term layer).
     """
-    return candidates(agent_id=agent_id, query=query, embedded=embedded, now=now).best(
-        fuse_weighted
-    )
+    found = candidates(agent_id=agent_id, query=query, embedded=embedded, now=now, about=about)
+    return found.best(fuse_weighted)
 
 
 def candidates(
@@ -406,6 +407,7 @@ def candidates(
     query: SearchQuery,
     embedded: QueryEmbedding | None = None,
     now: datetime | None = None,
+    about: Sequence[LongTermMemory] | None = None,
 ) -> Candidates:
     """`search` before its fusion: the candidates of both indexes, merged. The evaluation calls
     it to compare other fusions (bench.evaluation.FUSIONS)."""
@@ -452,7 +454,7 @@ def candidates(
     hybrid = query.mode == "hybrid"
     said, remembered = frozenset[int](), frozenset[int]()
     if hybrid:
-        said, remembered = _from_memories(agent_id, query, since, until, at, embedding)
+        said, remembered = _from_memories(agent_id, query, since, until, at, embedding, about)
     ranked = _merge(lexical, vectors, said | remembered)
     if query.drop_echoes:
         ranked = _without_echoes(ranked, query.text)
@@ -480,21 +482,24 @@ def _from_memories(
     until: datetime | None,
     now: datetime,
     embedding: QueryEmbedding | None,
+    judged: Sequence[LongTermMemory] | None,
 ) -> tuple[frozenset[int], frozenset[int]]:
     """The person's messages their memories point to, as far as the query's filters admit
     them: those that answer the query (SAID_BOOST: where the current value of the attribute it
     asks for was said, `memories.current_value`, or the preferences and facts a recommendation
     must respect), and for a question asking for every mention where its memories came from
-    (REMEMBERED_BOOST)."""
+    (REMEMBERED_BOOST). The memories about the query are `judged` when the caller has them."""
     if asks_about_replies(query.text):
         # Asked what it said or advised ("你建议我怎么热身？"), the agent's replies answer.
         return frozenset(), frozenset()
     said = [current_value(agent_id, query.text, now)]
-    about: list[LongTermMemory] = []
+    about: Sequence[LongTermMemory] = ()
     recommending, every = is_recommendation(query.text), asks_every_mention(query.text)
     if embedding is not None and embedding.vector is not None and (recommending or every):
         vector, thresholds = embedding.vector, embedding.thresholds
-        about = memories_about(agent_id, query.text, vector, thresholds, now, recommending)
+        about = judged
+        if about is None:
+            about = memories_about(agent_id, query.text, vector, thresholds, now, recommending)
     if recommending:
         said += [memory for memory in about if memory.memory_type in RECOMMENDATION_TYPES]
     answers = _sources(

@@ -14,7 +14,7 @@ from functools import partial
 
 import pytest
 
-from memory import embeddings, relevance, vectors
+from memory import embeddings, index, relevance, vectors
 from memory import memories as memories_module
 from memory.context import context_build
 from memory.embeddings import LocalEmbedder
@@ -424,6 +424,33 @@ def test_a_question_asking_for_every_mention_raises_the_messages_its_memories_ca
     assert [hit.raised for hit in not_every] == [()] * len(not_every)
     recalled = {item.id: item.why for item in context.layers["recall"].items}
     assert {pk: recalled.get(pk) for pk in remembered} == dict.fromkeys(remembered, REMEMBERED)
+
+
+@pytest.mark.parametrize(
+    "question, memory_searches",
+    [
+        # The memories closest to it, and the person's closest preferences.
+        ("Can you recommend a book for my flight?", 2),
+        ("Which books have I finished reading?", 1),
+        ("我读完了哪些书？", 1),
+    ],
+)
+def test_a_context_call_finds_the_memories_about_its_question_once(
+    monkeypatch, default_model, question, memory_searches
+):
+    # The long-term layer's judgement serves search's raises: they are not searched again.
+    for message, memory in EVENTS[0][2] + EVENTS[1][2]:
+        _said_and_remembered(message, memory)
+    _said_and_remembered("I read on paper, never on a screen.", "I read on paper.", "preference")
+    _embed(default_model)
+    tables: list[str] = []
+    knn = index.knn
+    monkeypatch.setattr(index, "knn", lambda table, **kw: tables.append(table) or knn(table, **kw))
+
+    context = _ask(question, default_model)
+
+    assert tables.count(index.MEMORY_VECTORS) == memory_searches
+    assert {item.why for item in context.layers["recall"].items} & {REMEMBERED, SAID_BY_THE_PERSON}
 
 
 def test_it_says_why_each_item_is_there_and_why_others_are_not(real_embedder, store):
