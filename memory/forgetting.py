@@ -348,13 +348,19 @@ def _chunks(ids: list[int], size: int = 5000) -> Iterable[list[int]]:
 
 
 def _after_commit(agent_id: str, backup_lines: Callable[[Parsed], bool]) -> None:
-    """The copies outside the database: the backup's lines, and this process's caches of
-    texts (other processes drop theirs as they fill up again)."""
+    """The copies outside the database: the backup's lines, the agent's saved vector graphs,
+    and this process's caches of texts (other processes drop theirs as they fill up again)."""
     try:
         jsonl.backup_drop(agent_id, backup_lines)
     except OSError:
         logger.exception(
             "FORGET INCOMPLETE: the JSONL backup of agent %s still holds forgotten lines", agent_id
+        )
+    try:
+        index.drop_saved_graphs(agent_id=agent_id)
+    except OSError:
+        logger.exception(
+            "FORGET INCOMPLETE: a saved vector graph of agent %s could not be deleted", agent_id
         )
     vectors.query_vector.cache_clear()
     text.clear_cache()

@@ -83,6 +83,8 @@ class IndexEngine(Protocol):
 
     def knn_path(self, *, using: str) -> KnnPath: ...
 
+    def drop_saved_graphs(self, *, agent_id: str, using: str) -> None: ...
+
     def create_vector_tables(self, *, dimension: int, search_index: bool, using: str) -> None: ...
 
     def drop_vector_tables(self, *, using: str) -> None: ...
@@ -163,6 +165,13 @@ def memory_index_report(*, using: str = "default") -> dict[str, object]:
     """What the vector search holds in this process's memory, for the health report: SQLite's
     derived index (`memory_index`); nothing on PostgreSQL, whose HNSW lives in the server."""
     return _engine(using).memory_index_report()
+
+
+def drop_saved_graphs(*, agent_id: str, using: str = "default") -> None:
+    """Delete the agent's approximate graphs saved outside the database (SQLite's derived
+    index, index_numpy), which hold its vectors: a forget leaves no copy (the next graph is
+    built from what remains); nothing on PostgreSQL, whose indexes are in the database."""
+    _engine(using).drop_saved_graphs(agent_id=agent_id, using=using)
 
 
 # --- vectors -------------------------------------------------------------------------------

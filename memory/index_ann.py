@@ -14,6 +14,14 @@ out of it. So every answer covers every live row, and every score is the matrix'
 (the graph only chooses candidates). Once the rows it misses or holds in vain pass
 `STALE_FRACTION` of the matrix, a new graph is built the same way and replaces it.
 
+Built once, for every process: the graph is keyed by row ids, and the process that builds it
+saves it (`Graph.save`: the graph, its keys, the change log entry its vectors are as of),
+each file written whole before it is named. Another process, or the next start, maps that
+file read only (`load`, `Graph.restored`) in place of a build: the rows the log says changed
+since are not indexed (scored exactly, as rows written after a build are), and a few rows'
+vectors are checked against the matrix first (`Graph.agrees`). A graph mapped from its file
+cannot drop rows; they are only no longer indexed, and the staleness rule replaces it.
+
 Filters: the graph knows no metadata. Its candidates are filtered afterwards, so it answers
 only while the filters leave at least `FILTERED_FRACTION` of the live rows (it is then asked
 for twice as many as the share needs, and the exact scan answers if too few pass); a
@@ -23,10 +31,18 @@ leaves, which is cheap for being narrow.
 
 from __future__ import annotations
 
+import io
+import json
 import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from usearch.index import Index
+
+from orca_memory.core.files import PRIVATE_FILE_MODE, private_dir
 
 # Below this many live rows the exact scan is as fast (measured: ~1 ms at 10,000 x 1,024, the
 # graph's query 0.5-1.5 ms) and a graph's build is not worth its memory.
@@ -42,6 +58,11 @@ FILTERED_FRACTION = 0.5
 CONNECTIVITY = 16
 EXPANSION_ADD = 64
 EXPANSION_SEARCH = 64
+_PARAMETERS = {
+    "connectivity": CONNECTIVITY,
+    "expansion_add": EXPANSION_ADD,
+    "expansion_search": EXPANSION_SEARCH,
+}
 # Candidates asked beyond k: the graph ranks by float16 vectors, which can swap near ties at
 # the k-th place; the matrix scores them all exactly.
 EXTRA_CANDIDATES = 16
@@ -50,6 +71,8 @@ EXTRA_CANDIDATES = 16
 # random ones) defeat HNSW: recall@10 0.17 at 20,000 x 1,024, against 1.0 clustered.
 SELF_CHECKS = 20
 MIN_RECALL = 0.9
+# The rows a saved graph is checked on before another process takes it (`Graph.agrees`).
+AGREEMENT_CHECKS = 8
 # Rows added this many at a time: the build reads them from the matrix without copying it.
 _BATCH = 8192
 
@@ -61,47 +84,63 @@ def estimated_bytes(rows: int, dimension: int) -> int:
 
 
 class Graph:
-    """An HNSW graph of the rows [0, covered) of a matrix that were alive when it was built.
+    """An HNSW graph of the rows [0, covered) of a matrix that were alive when it was built,
+    keyed by their row ids (so that another process's matrix can use it: `restored`).
 
     `indexed[i]`: row i's current vector is in the graph. Built by `build` (any thread, with
     no lock: it touches nothing shared), then kept by the matrix under the cache's lock.
     """
 
-    def __init__(self, alive: np.ndarray, dimension: int) -> None:
+    def __init__(self, alive: np.ndarray, ids: np.ndarray, dimension: int) -> None:
         self.covered = len(alive)
         self.indexed = alive.copy()
         self._added = np.flatnonzero(alive)
+        self.keys = ids[self._added].copy()
+        self.held = len(self._added)  # the keys in the graph, current or not
         self.attached = False
-        self.index = Index(
-            ndim=dimension,
-            metric="ip",  # the matrix holds unit vectors: the inner product is the cosine
-            dtype="f16",
-            connectivity=CONNECTIVITY,
-            expansion_add=EXPANSION_ADD,
-            expansion_search=EXPANSION_SEARCH,
-        )
+        self.index = Index(ndim=dimension, metric="ip", dtype="f16", **_PARAMETERS)
+        self.mapped = 0  # the size of the file it is mapped from (`restored`), read only
+
+    @classmethod
+    def restored(cls, saved: Saved, ids: np.ndarray, alive: np.ndarray, changed: set[int]) -> Graph:
+        """A saved graph (`save`) for a matrix whose rows hold `ids`: it answers for the rows
+        whose vector it holds and that were not `changed` since it was saved. Mapped from its
+        file, read only: a row changed later is only no longer indexed."""
+        graph = cls.__new__(cls)
+        graph.covered = len(alive)
+        held = np.isin(ids, saved.keys)
+        graph._added = np.flatnonzero(held)
+        graph.keys = ids[graph._added].copy()
+        unchanged = ~np.isin(ids, np.fromiter(changed, np.int64, len(changed)))
+        graph.indexed = alive & held & unchanged
+        graph.held = len(saved.keys)
+        graph.attached = True
+        graph.index = saved.index
+        graph.mapped = saved.bytes
+        return graph
 
     def build(self, vectors: np.ndarray) -> None:
         """Add the rows alive at the snapshot. `vectors` is the matrix's array as it was then:
         a row replaced meanwhile may be read either way, and is dropped at `attach`."""
         for start in range(0, len(self._added), _BATCH):
             rows = self._added[start : start + _BATCH]
-            self.index.add(rows, vectors[rows], threads=1)
+            self.index.add(self.keys[start : start + _BATCH], vectors[rows], threads=1)
 
     def recall(self, vectors: np.ndarray, k: int = 10) -> float:
         """Recall@k against the exact scan of the rows it holds, for SELF_CHECKS of them as
         queries (each one's nearest others). Run after `build`, in its thread."""
         rng = np.random.default_rng(0)
-        queries = rng.choice(self._added, min(SELF_CHECKS, len(self._added)), replace=False)
+        picked = rng.choice(len(self._added), min(SELF_CHECKS, len(self._added)), replace=False)
         held = np.full(self.covered, -np.inf, dtype=np.float32)
         found = 0
-        for row in queries:
+        for at in picked:
+            row, key = self._added[at], int(self.keys[at])
             scores = held.copy()
             scores[self._added] = (vectors[: self.covered] @ vectors[row])[self._added]
-            exact = set(np.argpartition(-scores, k)[: k + 1].tolist()) - {int(row)}
+            exact = set(self._key_of(np.argpartition(-scores, k)[: k + 1]).tolist()) - {key}
             graph = self.index.search(vectors[row], k + 1, threads=1).keys.tolist()
-            found += len(exact & (set(graph) - {int(row)}))
-        return found / (k * len(queries))
+            found += len(exact & (set(graph) - {key}))
+        return found / (k * len(picked))
 
     def attach(self) -> None:
         """Drop the rows changed while it was built; from now on changes apply at once."""
@@ -116,29 +155,47 @@ class Graph:
         if self.attached:
             self._drop(rows)
 
+    def agrees(self, vectors: np.ndarray) -> bool:
+        """Whether a few of the rows it answers for hold the matrix's vectors (`vectors`): a
+        saved graph of another database whose change log reached as far is not taken."""
+        rows = np.flatnonzero(self.indexed)
+        rows = rows[:: max(1, len(rows) // AGREEMENT_CHECKS)][:AGREEMENT_CHECKS]
+        if len(rows) == 0:
+            return False
+        stored = np.asarray(self.index.get(self._key_of(rows)), dtype=np.float32)
+        return np.allclose(stored.reshape(len(rows), -1), vectors[rows], atol=0.01)
+
+    def _key_of(self, rows: np.ndarray) -> np.ndarray:
+        return self.keys[np.searchsorted(self._added, rows)]
+
     def _drop(self, rows: np.ndarray) -> None:
-        if len(rows):
-            self.index.remove(rows)
+        # A graph mapped from its file is read only: its changed rows are only not indexed.
+        if len(rows) and not self.mapped:
+            self.index.remove(self._key_of(rows))
 
     @property
     def nbytes(self) -> int:
-        return int(self.index.memory_usage) + self.indexed.nbytes + self._added.nbytes
+        arrays = self.indexed.nbytes + self._added.nbytes + self.keys.nbytes
+        # A graph mapped from its file counts at the file's size: its pages are shared by the
+        # processes that map it, but each may read all of them.
+        return int(self.index.memory_usage) + self.mapped + arrays
 
     def stale(self, alive: np.ndarray) -> bool:
         """Whether the rows it misses (alive, not indexed) or holds in vain (indexed once,
         changed since) pass STALE_FRACTION of the matrix's `alive` rows."""
         missed = int(np.count_nonzero(alive[self.covered :]))
         missed += int(np.count_nonzero(alive[: self.covered] & ~self.indexed))
-        vain = len(self._added) - int(np.count_nonzero(self.indexed))
+        vain = self.held - int(np.count_nonzero(self.indexed))
         return missed + vain > STALE_FRACTION * max(1, int(np.count_nonzero(alive)))
 
     def candidates(
-        self, query: np.ndarray, k: int, mask: np.ndarray, live: int
+        self, query: np.ndarray, k: int, mask: np.ndarray, live: int, position: dict[int, int]
     ) -> np.ndarray | None:
         """The rows to score exactly for the k nearest of those in `mask` (the matrix's `live`
-        rows that pass the filters): the graph's nearest that pass, and every row passing that
-        the graph does not hold. None where the exact scan must answer: the filters leave too
-        few rows, or too few of the graph's nearest pass them."""
+        rows that pass the filters; `position`: its row of each id): the graph's nearest that
+        pass, and every row passing that the graph does not hold. None where the exact scan
+        must answer: the filters leave too few rows, or too few of the graph's nearest pass
+        them."""
         passing = int(np.count_nonzero(mask))
         share = passing / max(1, live)
         if share < FILTERED_FRACTION:
@@ -148,8 +205,83 @@ class Graph:
         held = passing - len(outside) - len(tail)  # the graph's rows that pass
         # Filtered: twice the share's worth, as the passing rows are not spread evenly.
         count = EXTRA_CANDIDATES + (k if passing == live else math.ceil(2 * k / share))
-        found = self.index.search(query, count, threads=1).keys.astype(np.int64)
+        keys = self.index.search(query, count, threads=1).keys.tolist()
+        found = np.fromiter((position.get(key, -1) for key in keys), np.int64, len(keys))
+        found = found[(found >= 0) & (found < self.covered)]  # a row deleted, or added again
         found = found[mask[found] & self.indexed[found]]
         if len(found) < min(k, held):
             return None
         return np.concatenate([found, outside, tail])
+
+    def save(self, folder: Path, name: str, seen: int) -> None:
+        """Write the graph for other processes (`load`): its file, the ids it holds and the
+        change log entry its vectors are as of (`seen`), each file written whole before it is
+        named; the older versions of `name` go. Run after `build`, in its thread."""
+        private_dir(folder)
+        version = f"{name}.{seen}"
+        _written(folder / f"{version}.usearch", lambda path: self.index.save(str(path)))
+        _written(folder / f"{version}.npy", lambda path: path.write_bytes(_npy(self.keys)))
+        pointer = json.dumps({"format": SAVED_FORMAT, "seen": seen, "dimension": self.index.ndim})
+        _written(folder / f"{name}.json", lambda path: path.write_text(pointer))
+        for old in folder.glob(f"{name}.*.*"):
+            if not old.name.startswith(f"{version}."):
+                old.unlink(missing_ok=True)
+
+
+# The layout of a saved graph's files (`Graph.save`): another is not read.
+SAVED_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Saved:
+    """A saved graph's index mapped from its file, its keys, and the change log entry its
+    vectors are as of."""
+
+    index: Index
+    keys: np.ndarray
+    seen: int
+    bytes: int  # the index file's size
+
+
+def load(folder: Path, name: str, dimension: int) -> Saved | None:
+    """The graph saved as `name` in `folder`, mapped read only; None when there is none of
+    this layout and dimension, or its files cannot be read."""
+    try:
+        pointer = json.loads((folder / f"{name}.json").read_text())
+        if pointer.get("format") != SAVED_FORMAT or pointer.get("dimension") != dimension:
+            return None
+        version = f"{name}.{pointer['seen']}"
+        keys = np.load(folder / f"{version}.npy")
+        path = folder / f"{version}.usearch"
+        index = Index.restore(str(path), view=True, **_PARAMETERS)
+        size = path.stat().st_size
+    except (OSError, ValueError, KeyError, RuntimeError):
+        return None
+    if index is None or len(index) != len(keys):
+        return None
+    return Saved(index, keys, int(pointer["seen"]), size)
+
+
+def discard(folder: Path, prefix: str) -> None:
+    """Delete the saved graphs whose names start with `prefix`."""
+    for path in folder.glob(f"{prefix}*"):
+        path.unlink(missing_ok=True)
+
+
+def _npy(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
+
+
+def _written(path: Path, write: Callable[[Path], object]) -> None:
+    """`write` to a temporary name beside `path`, then renamed: a reader finds the whole file
+    or the one before it. A failure (a full disk) leaves nothing behind. Private to the
+    service's user, as everything it writes (orca_memory.core.files)."""
+    temporary = path.with_name(f".{path.name}.tmp")
+    try:
+        write(temporary)
+        os.chmod(temporary, PRIVATE_FILE_MODE)
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)

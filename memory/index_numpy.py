@@ -23,16 +23,21 @@ agent whose matrix alone is over the bound is answered by vec0.
 
 A matrix of `index_ann.ANN_MIN_ROWS` live rows or more also keeps an approximate (HNSW) graph
 when both fit the bound: built in a background thread, kept current by the same puts and
-removes, it chooses the candidates that the matrix then scores exactly (index_ann).
+removes, it chooses the candidates that the matrix then scores exactly (index_ann). The
+process that builds a graph saves it in a folder beside the database file (`SAVED_GRAPHS`);
+a matrix built in another process, or after a restart, maps it (`_restore_graph`) where the
+change log still reaches back to it, and builds none of its own.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from django.conf import settings
@@ -44,6 +49,8 @@ from memory.index_schema import VECTOR_TABLES, Filter, Hit, KnnPath, VectorTable
 logger = logging.getLogger(__name__)
 
 CHANGES = "vector_changes"
+# The folder beside the database file where graphs are saved (`_saved_at`).
+SAVED_GRAPHS = "-graphs"
 # A process that has not looked at the log for this many vector writes rebuilds its matrices.
 RETAIN_CHANGES = 100_000
 # Matrices grow by a quarter: appending one vector copies nothing most of the time, and the
@@ -193,7 +200,7 @@ class Matrix:
         if len(rows) == 0:
             return []
         if self.graph is not None and len(rows) > k:
-            candidates = self.graph.candidates(query, k, mask, len(self.position))
+            candidates = self.graph.candidates(query, k, mask, len(self.position), self.position)
             if candidates is not None:
                 rows = candidates
         # A narrow filter (one session) gathers its rows; a wide one scores every row, which
@@ -355,20 +362,61 @@ def _current(
         matrix = None  # mostly deleted rows: a rebuild packs it
     if matrix is None:
         matrix = _build(table, agent_id, last, using)
+        if matrix is not None:
+            _restore_graph(matrix, key, first, using)
         grown = True
     if matrix is None:
         _CACHE.oversized.add(key)
         return None
     _CACHE.matrices[key] = matrix  # now the most recently used
     if grown:
-        _start_graph(matrix)
+        _start_graph(matrix, key)
         _evict()
     return matrix
 
 
-def _start_graph(matrix: Matrix) -> None:
+def _saved_at(key: tuple[str, str, str]) -> tuple[Path, str] | None:
+    """Where the agent's graph of a table is saved: a folder beside the database file, a name
+    of the agent's digest and the table. None for a database that is no file."""
+    database, table, agent_id = key
+    if database.startswith("file:") or database in ("", ":memory:"):
+        return None
+    return Path(f"{database}{SAVED_GRAPHS}"), f"{_digest(agent_id)}-{table}"
+
+
+def drop_saved_graphs(database: str, agent_id: str) -> None:
+    """Delete the agent's saved graphs, of every table (index.drop_saved_graphs)."""
+    where = _saved_at((database, "", agent_id))
+    if where is not None:
+        index_ann.discard(where[0], f"{_digest(agent_id)}-")
+
+
+def _digest(agent_id: str) -> str:
+    return hashlib.sha256(agent_id.encode()).hexdigest()[:24]
+
+
+def _restore_graph(matrix: Matrix, key: tuple[str, str, str], first: int, using: str) -> None:
+    """The graph another process built and saved for a matrix just built (index_ann.load),
+    where the change log still says what changed since and it fits the memory bound: a
+    restart or a second worker then needs no build of its own."""
+    where = _saved_at(key)
+    if where is None or len(matrix.position) < index_ann.ANN_MIN_ROWS:
+        return
+    saved = index_ann.load(*where, matrix.dimension)
+    if saved is None or not first - 1 <= saved.seen <= matrix.seen:
+        return  # none, the log was pruned past it, or it is of another database
+    changed = _changed_rows(matrix.table, key[2], saved.seen, using)
+    if changed is None:
+        return  # the table was reset since
+    size = matrix.size
+    graph = index_ann.Graph.restored(saved, matrix.ids[:size], matrix.alive[:size], set(changed))
+    if graph.agrees(matrix.vectors) and matrix.nbytes + graph.nbytes <= _limit():
+        matrix.graph = graph
+
+
+def _start_graph(matrix: Matrix, key: tuple[str, str, str]) -> None:
     """Build the matrix a graph in a thread where it has none or a stale one, is large enough,
-    and fits the memory bound with it (index_ann)."""
+    and fits the memory bound with it (index_ann); saved for the other processes."""
     live = len(matrix.position)
     if matrix.building is not None or matrix.graph_refused or live < index_ann.ANN_MIN_ROWS:
         return
@@ -377,25 +425,46 @@ def _start_graph(matrix: Matrix) -> None:
     graph_bytes = index_ann.estimated_bytes(live, matrix.dimension)
     if matrix.nbytes - (matrix.graph.nbytes if matrix.graph else 0) + graph_bytes > _limit():
         return
-    graph = index_ann.Graph(matrix.alive[: matrix.size], matrix.dimension)
+    size = matrix.size
+    graph = index_ann.Graph(matrix.alive[:size], matrix.ids[:size], matrix.dimension)
     matrix.building = graph
     # The array as it is now: rows appended later, or after it was grown, are not in the graph.
+    saved = _Saving(*where, matrix.seen) if (where := _saved_at(key)) else None
     thread = threading.Thread(
-        target=_build_graph, args=(matrix, graph, matrix.vectors), name="orca-ann", daemon=True
+        target=_build_graph,
+        args=(matrix, graph, matrix.vectors, saved),
+        name="orca-ann",
+        daemon=True,
     )
     _CACHE.builds.append(thread)
     thread.start()
 
 
-def _build_graph(matrix: Matrix, graph: index_ann.Graph, vectors: np.ndarray) -> None:
-    """The thread's work: the graph built without the lock (usearch releases the GIL), then
-    put in place of the matrix's old one under it."""
+@dataclass(frozen=True)
+class _Saving:
+    """Where a graph being built is saved, and the change log entry its vectors are as of."""
+
+    folder: Path
+    name: str
+    seen: int
+
+
+def _build_graph(
+    matrix: Matrix, graph: index_ann.Graph, vectors: np.ndarray, saving: _Saving | None
+) -> None:
+    """The thread's work: the graph built without the lock (usearch releases the GIL) and
+    saved, then put in place of the matrix's old one under it."""
     try:
         graph.build(vectors)
         recall = graph.recall(vectors)
     except Exception:
         logger.exception("building an approximate vector index failed; exact search goes on")
         graph, recall = None, 0.0
+    if graph is not None and recall >= index_ann.MIN_RECALL and saving is not None:
+        try:
+            graph.save(saving.folder, saving.name, saving.seen)
+        except (OSError, RuntimeError) as error:  # a full disk: this process keeps it all the same
+            logger.warning("an approximate vector index could not be saved (%s)", error)
     if graph is not None and recall < index_ann.MIN_RECALL:
         logger.warning(
             "%s: an approximate index found %.2f of the nearest vectors (%.2f needed): they have "

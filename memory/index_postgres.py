@@ -76,6 +76,10 @@ def memory_index_report() -> dict[str, object]:
     return {}  # HNSW lives in the server: nothing held in this process
 
 
+def drop_saved_graphs(*, agent_id: str, using: str = "default") -> None:
+    return None  # every index is in the server: no copy outside the database
+
+
 def knn_path(*, using: str = "default") -> KnnPath:
     return KnnPath(
         "pgvector",

@@ -82,6 +82,10 @@ def knn_path(*, using: str = "default") -> KnnPath:
     return index_numpy.knn_path(using)
 
 
+def drop_saved_graphs(*, agent_id: str, using: str = "default") -> None:
+    index_numpy.drop_saved_graphs(str(connections[using].settings_dict["NAME"]), agent_id)
+
+
 # --- vectors -------------------------------------------------------------------------------
 
 

@@ -4,12 +4,18 @@ counted in the memory bound. The threshold is lowered here so that the graphs st
 
 from __future__ import annotations
 
+import errno
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 from django.conf import settings
 
 from memory import index, index_ann, index_numpy
+from memory.forgetting import forget_agent
 from memory.index import MESSAGE_VECTORS, Filter, VectorRow
+from tests.factories import add_message
 from tests.test_vector_cache import DIM, assert_same, derived, put, vec0
 
 pytestmark = [pytest.mark.sqlite_only, pytest.mark.django_db(transaction=True)]
@@ -205,6 +211,7 @@ def test_the_graph_counts_in_the_memory_bound(monkeypatch):
     ):
         assert limit < with_graph.bytes
         index_numpy.clear()
+        drop_saved_graphs()  # a build is under test, not the saved graph (tested below)
         monkeypatch.setattr(index_numpy, "_limit", lambda limit=limit: limit)
         built()
         report = index_numpy.report()
@@ -230,3 +237,137 @@ def test_vectors_without_near_neighbours_get_no_graph(caplog):
     assert "too few near neighbours" in caplog.text
     query = clustered(1, seed=13)[0]
     assert_same(derived("a1", query), vec0("a1", query))
+
+
+# --- saved graphs: built once, used by every process -------------------------------------------
+
+
+def drop_saved_graphs() -> None:
+    for agent in ("a1", "a2"):
+        index_numpy.drop_saved_graphs(str(settings.DATABASES["default"]["NAME"]), agent)
+
+
+def saved_files() -> list[str]:
+    folder = Path(f"{settings.DATABASES['default']['NAME']}{index_numpy.SAVED_GRAPHS}")
+    return sorted(path.name for path in folder.glob("*")) if folder.exists() else []
+
+
+def another_process() -> None:
+    """What a second worker or a restart starts from: no matrix, no graph in memory."""
+    index_numpy.settle()
+    index_numpy.clear()
+
+
+@pytest.fixture
+def no_build(monkeypatch) -> None:
+    def refused(self, vectors):
+        raise AssertionError("a graph was built where a saved one serves")
+
+    monkeypatch.setattr(index_ann.Graph, "build", refused)
+
+
+@pytest.fixture(autouse=True)
+def _no_saved_graphs():
+    """Each test starts without the graphs an earlier one saved (the test database's path is
+    the same for all)."""
+    drop_saved_graphs()
+
+
+def test_a_graph_is_saved_and_another_process_answers_with_it_without_a_build(
+    graph_answers, request
+):
+    vectors = clustered(1200, seed=20)
+    put_many(vectors)
+    built()
+    assert sorted(name.rsplit(".", 1)[-1] for name in saved_files()) == ["json", "npy", "usearch"]
+    folder = Path(f"{settings.DATABASES['default']['NAME']}{index_numpy.SAVED_GRAPHS}")
+    modes = {path.stat().st_mode & 0o777 for path in folder.iterdir()}
+    assert (folder.stat().st_mode & 0o777, modes) == (0o700, {0o600})  # the service's user's
+
+    another_process()
+    request.getfixturevalue("no_build")
+    queries = clustered(30, seed=21)
+    assert recall(queries) >= 0.98
+
+    graph = graph_of()
+    assert graph is not None and graph.mapped > 0  # mapped from the file, not built
+    assert all(graph_answers)
+    for query in queries[:5]:  # the graph only chooses: every score is exact
+        for hit in derived("a1", query):
+            exact = index_numpy.unit(vectors[hit.id - 1]) @ index_numpy.unit(query)
+            assert hit.score == pytest.approx(float(exact), abs=1e-5)
+
+
+def test_what_changed_after_the_save_is_answered_from_the_matrix(graph_answers, request):
+    vectors = clustered(800, seed=22)
+    put_many(vectors[:700])
+    built()
+    put_many(vectors[700:720], first=701)  # added since the save
+    put(7, vectors[750], session="moved")  # replaced since: the saved vector is old
+    index.vector_delete(MESSAGE_VECTORS, [1, 2, 3])
+
+    another_process()
+    request.getfixturevalue("no_build")
+    assert derived("a1", vectors[710], k=1)[0].id == 711
+    assert derived("a1", vectors[750], k=1)[0].id == 7
+    assert not {1, 2, 3} & {hit.id for hit in derived("a1", vectors[0])}
+    assert_same(derived("a1", vectors[0], k=1), vec0("a1", vectors[0], k=1))
+
+    graph = graph_of()
+    assert graph is not None and graph.mapped > 0 and all(graph_answers)
+    (matrix,) = index_numpy._CACHE.matrices.values()
+    assert not graph.indexed[matrix.position[7]]  # its saved vector is not the current one
+
+
+def test_a_saved_graph_whose_vectors_disagree_is_not_taken(monkeypatch):
+    vectors = clustered(600, seed=23)
+    put_many(vectors)
+    built()
+    # Another database at the same path, whose change log reached as far: other vectors.
+    folder = Path(f"{settings.DATABASES['default']['NAME']}{index_numpy.SAVED_GRAPHS}")
+    alive = np.ones(600, dtype=bool)
+    other = index_ann.Graph(alive, np.arange(1, 601, dtype=np.int64), DIM)
+    other.build(clustered(600, seed=24))
+    (pointer,) = folder.glob("*.json")
+    seen = json.loads(pointer.read_text())["seen"]
+    other.save(folder, pointer.name.removesuffix(".json"), seen)
+
+    another_process()
+    derived("a1", vectors[0])
+
+    (matrix,) = index_numpy._CACHE.matrices.values()
+    assert matrix.graph is None and matrix.building is not None  # built anew, not taken
+    index_numpy.settle()
+    assert graph_of() is not None and graph_of().mapped == 0
+    assert recall(clustered(20, seed=25)) >= 0.98
+
+
+def test_a_full_disk_while_saving_leaves_no_file_and_this_process_keeps_its_graph(
+    monkeypatch, caplog, graph_answers
+):
+    def full(self, path):
+        Path(path).write_bytes(b"partial")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(index_ann.Index, "save", full)
+    put_many(clustered(600, seed=26))
+    built()
+
+    assert saved_files() == []  # nothing half written
+    assert "could not be saved" in caplog.text
+    assert graph_of() is not None
+    assert recall(clustered(20, seed=27)) >= 0.98 and all(graph_answers)
+
+
+def test_forgetting_deletes_the_agents_saved_graphs_and_no_other():
+    put_many(clustered(400, seed=28))
+    put_many(clustered(400, seed=29), first=1001, agent="a2")
+    built("a1")
+    built("a2")
+    assert len(saved_files()) == 6
+    add_message("something to forget", agent_id="a1")
+
+    forget_agent(agent_id="a1", actor="api")
+
+    digest = index_numpy._digest("a2")
+    assert saved_files() and all(name.startswith(digest) for name in saved_files())
