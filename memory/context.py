@@ -259,7 +259,10 @@ def _short_term(
         hits = index.lexical_search(
             index.SUMMARY_TEXT, agent_id=agent_id, query=query, k=k, session_id=session_id
         )
-        scores = {hit.id: hit.score for hit in hits}
+        # As a share of the best match, as long-term memory's: BM25's own scale means nothing
+        # to a reader, and words in most of a session's few summaries score near 0.
+        best = max((hit.score for hit in hits), default=0) or 1
+        scores = {hit.id: hit.score / best for hit in hits}
         method, why = "lexical", gettext_noop("among the %(n)s best text matches")
     chosen = [s for s in summaries if s.pk in scores]
     chosen.sort(key=lambda s: -scores[s.pk])

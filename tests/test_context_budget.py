@@ -121,7 +121,7 @@ def test_without_vectors_short_term_takes_the_summaries_the_query_matches_then_t
         (steps[3].pk, "newest", "newest summary"),
         (steps[2].pk, "newest", "newest summary"),
     ]
-    assert layer.items[0].score > 0 and layer.method == "mixed"
+    assert layer.items[0].score == 1.0 and layer.method == "mixed"  # the share of the best
 
 
 def test_long_term_without_a_query_goes_by_access_count_and_counts_no_use():
