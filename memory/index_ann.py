@@ -98,6 +98,7 @@ class Graph:
         self.keys = ids[self._added].copy()
         self.held = len(self._added)  # the keys in the graph, current or not
         self.attached = False
+        # The matrix holds unit vectors: the inner product is the cosine.
         self.index = Index(ndim=dimension, metric="ip", dtype="f16", **_PARAMETERS)
         self.mapped = 0  # the size of the file it is mapped from (`restored`), read only
 

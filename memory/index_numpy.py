@@ -429,10 +429,10 @@ def _start_graph(matrix: Matrix, key: tuple[str, str, str]) -> None:
     graph = index_ann.Graph(matrix.alive[:size], matrix.ids[:size], matrix.dimension)
     matrix.building = graph
     # The array as it is now: rows appended later, or after it was grown, are not in the graph.
-    saved = _Saving(*where, matrix.seen) if (where := _saved_at(key)) else None
+    saving = _Saving(*where, matrix.seen) if (where := _saved_at(key)) else None
     thread = threading.Thread(
         target=_build_graph,
-        args=(matrix, graph, matrix.vectors, saved),
+        args=(matrix, graph, matrix.vectors, saving),
         name="orca-ann",
         daemon=True,
     )
