@@ -52,11 +52,11 @@ SERVER_SETTINGS: tuple[ServerSetting, ...] = (
         512 * MB,
         applied_by="restart PostgreSQL",
         advice="on a machine of its own, about a quarter of its memory",
-        # The hot part of a 100k-message store at 1024 dimensions (its agents' HNSW graphs,
-        # 780 MB at 10 agents, and the rows a context call reads) is more than 512MB: at
-        # 512MB a call read a third of its pages from the OS's cache, at 2GB none, and
-        # context_build took a third less (docs/BENCHMARKS.md, PostgreSQL's "Context
-        # assembly"). PostgreSQL takes its buffers' memory as it uses them.
+        # The HNSW graphs a context call walks (781 MB per 100k x 1024 vectors, a large
+        # agent's own index as much again) and the rows it reads outgrow 512MB: at 1M
+        # messages, 6GB made context_build for the largest agent 1.7x faster at p95
+        # (docs/BENCHMARKS.md, PostgreSQL's "Context assembly"). PostgreSQL takes its
+        # buffers' memory as it uses them.
         memory_share=0.25,
     ),
     ServerSetting(
