@@ -141,11 +141,14 @@ def _variants(data: DataSet, exact: list[set[int]], runs: int) -> list[Figures]:
 def _at_each_ef(data: DataSet, exact: list[set[int]], runs: int, label: str) -> list[Figures]:
     """One row per ef_search, the runs interleaved so that a slow moment hits them alike."""
     rows = {ef: Figures(f"{label}, ef_search {ef}") for ef in EF_SEARCHES}
-    for _ in range(runs):
-        for ef, row in rows.items():
-            _execute(f"SET hnsw.ef_search = {ef}")
-            _measure(data, exact, row)
-    _execute(f"SET hnsw.ef_search = {index_postgres.EF_SEARCH}")
+    kept = index_postgres.EF_SEARCH
+    try:
+        for _ in range(runs):
+            for ef, row in rows.items():
+                index_postgres.EF_SEARCH = ef  # what index.knn sets for k=10
+                _measure(data, exact, row)
+    finally:
+        index_postgres.EF_SEARCH = kept
     return list(rows.values())
 
 
@@ -196,8 +199,10 @@ def _plan(query: np.ndarray) -> str:
     with connection.execute_wrapper(capture):
         index.knn(TABLE, agent_id=QUERY_AGENT, embedding=query.tolist(), k=K)
     sql, params = captured[-1]
+    set_ef_search, select = sql.split("; ", 1)  # index.knn's SET, then its query
     with connection.cursor() as cursor:
-        cursor.execute(f"EXPLAIN {sql}", params)
+        cursor.execute(f"{set_ef_search}; EXPLAIN {select}", params)
+        cursor.nextset()
         lines = [line for (line,) in cursor.fetchall()]
     for line in lines:
         if "Index Scan using" in line:

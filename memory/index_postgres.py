@@ -22,6 +22,7 @@ SQLite").
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import logging
@@ -51,8 +52,14 @@ from memory.index_schema import (
 
 logger = logging.getLogger(__name__)
 
-# How far the HNSW search looks for each query: at least the k the context asks (100).
+# How far the HNSW search looks (`hnsw.ef_search`, the candidates a graph search keeps): at
+# least EF_SEARCH, and at least the k asked. With fewer than k, pgvector's iterative scan
+# searches the graph again for the rest: the context's message KNN (k = 101 and the session's
+# newest messages, about 157) read 5,000 buffers at 100 for 157, and an ef_search of k found
+# more of the true neighbours in less time (docs/BENCHMARKS.md, PostgreSQL's "Context
+# assembly"). pgvector takes at most EF_SEARCH_MAX.
 EF_SEARCH = 100
+EF_SEARCH_MAX = 1000
 
 
 def _q(identifier: str) -> str:
@@ -60,9 +67,10 @@ def _q(identifier: str) -> str:
 
 
 def prepare_connection(*, connection: Any, **_: Any) -> None:
-    """`connection_created` receiver: iterative HNSW scans, so a filtered KNN fills its k."""
+    """`connection_created` receiver: iterative HNSW scans, so a filtered KNN fills its k
+    (`knn` sets hnsw.ef_search for each query)."""
     with connection.connection.cursor() as cursor:
-        cursor.execute(f"SET hnsw.iterative_scan = relaxed_order; SET hnsw.ef_search = {EF_SEARCH}")
+        cursor.execute("SET hnsw.iterative_scan = relaxed_order")
 
 
 def database_report(*, using: str = "default") -> dict[str, object]:
@@ -171,6 +179,14 @@ def _as_vector(embedding: Sequence[float]) -> str:
     return str([float(x) for x in embedding]).replace(" ", "")
 
 
+@functools.lru_cache(maxsize=4)
+def _query_vector(embedding: tuple[float, ...]) -> str:
+    """A query's vector as pgvector's text, written once: a context call sends the same one in
+    four statements (the KNN over messages, summaries and memories, and the candidates'
+    similarities), and writing it took 0.6 ms each time."""
+    return _as_vector(embedding)
+
+
 def vectors_put(table: VectorTable, rows: Sequence[VectorRow], *, using: str = "default") -> None:
     """Insert or replace the vectors of these rows. Joins the caller's transaction."""
     columns = [table.key, "agent_id", *table.metadata, "embedding"]
@@ -222,14 +238,18 @@ def knn(
         params.append(value)
     # An iterative scan returns rows in roughly nearest-first order: the outer query sorts
     # them exactly (pgvector's documented pattern).
+    # Set in the same round trip as the query: one SET per KNN, whatever ran before it.
+    ef_search = min(max(EF_SEARCH, k), EF_SEARCH_MAX)
     sql = (
+        f"SET hnsw.ef_search = {ef_search}; "
         f"WITH nearest AS MATERIALIZED (SELECT {_q(table.key)} AS id, "
         f"embedding <=> %s::vector AS distance FROM {_q(table.name)} "
         f"WHERE {' AND '.join(conditions)} ORDER BY distance LIMIT %s) "
         "SELECT id, distance FROM nearest ORDER BY distance, id"
     )
     with connections[using].cursor() as cursor:
-        cursor.execute(sql, [_as_vector(embedding), *params, k])
+        cursor.execute(sql, [_query_vector(tuple(embedding)), *params, k])
+        cursor.nextset()  # past the SET
         return [Hit(row_id, 1 - distance) for row_id, distance in cursor.fetchall()]
 
 
@@ -350,7 +370,7 @@ def similarities(
         f"WHERE agent_id = %s AND {_q(table.key)} = ANY(%s)"
     )
     with connections[using].cursor() as cursor:
-        cursor.execute(sql, [_as_vector(embedding), agent_id, list(row_ids)])
+        cursor.execute(sql, [_query_vector(tuple(embedding)), agent_id, list(row_ids)])
         return [Hit(row_id, similarity) for row_id, similarity in cursor.fetchall()]
 
 
@@ -481,7 +501,7 @@ def _scope_counts(
                 _SCOPE_COUNTS[key] = counts
         missing = [term for term in terms if term not in counts.docs]
         if missing:
-            counts.docs.update(_term_rows(cursor, name, scope, scope_params, missing, counts.rows))
+            counts.docs.update(_term_rows(cursor, table, scope, scope_params, missing, counts.rows))
     return counts
 
 
@@ -498,16 +518,26 @@ _COUNTED = (
 
 
 def _term_rows(
-    cursor: Any, name: str, scope: str, scope_params: list[str], terms: list[Term], rows: int
+    cursor: Any,
+    table: LexicalTable,
+    scope: str,
+    scope_params: list[str],
+    terms: list[Term],
+    rows: int,
 ) -> dict[Term, int]:
     """The rows holding each term: counted through the index, in a scope of SAMPLE_FROM_ROWS
     rows or more up to SCORED_ROWS (past them a term gates no rows alone) and a term past them
     estimated from its share of the scope's first SAMPLED_ROWS rows (in its index's order).
     Counting a word in 40% of one agent's 100,000 rows took 100 ms; the sample reads 5,000
-    rows in order, and an idf from it moves by a few hundredths. In a smaller scope the sample
+    rows in order, and an idf from it moves by a few hundredths. In order, through the scope's
+    B-tree: without an order the planner read the sample by a sequential scan with a LIMIT for
+    an agent holding a tenth of 1M rows, which started where another scan of the table was
+    (synchronised scans) and read 108,000 pages before it had 5,000 of the agent's rows,
+    0.4-0.6 s (docs/BENCHMARKS.md, PostgreSQL's "Context assembly"). In a smaller scope the sample
     saves little and every count is exact (10 agents of 10,000 rows: text mean 14-18 ms
     against 18-21 with the sample, top-10 overlap 0.997 against 0.985). A term is counted once
     a RECOUNT_SECONDS, and most new terms of a query are rare: a short list in the index."""
+    name = _q(table.name)
     sampling = rows >= SAMPLE_FROM_ROWS
     cursor.execute(
         _TERMS + _COUNTED + f" SELECT n, (SELECT count(*) FROM (SELECT FROM {name} AS f "
@@ -521,7 +551,8 @@ def _term_rows(
         cursor.execute(
             # One pass over the sample, each row matched against every term.
             _TERMS + _COUNTED + f" SELECT counted.n, count(*) FROM (SELECT doc FROM {name} AS "
-            f"f WHERE {scope} LIMIT {SAMPLED_ROWS}) AS sample JOIN counted ON sample.doc @@ "
+            f"f WHERE {scope} ORDER BY {', '.join(f'f.{_q(c)}' for c in table.scopes)} "
+            f"LIMIT {SAMPLED_ROWS}) AS sample JOIN counted ON sample.doc @@ "
             "counted.q GROUP BY counted.n",
             [[t.kind for t in frequent], [t.text for t in frequent], *scope_params],
         )

@@ -6,14 +6,15 @@ dimensions does not stay in 128MB of buffers, and pgvector builds an HNSW index 
 while the graph fits in maintenance_work_mem (docs/DEPLOYMENT.md). `check_server_settings` is
 a Django system check on the `database` tag (registered by memory.apps): `manage.py migrate`
 (every `make run`, every deployment's migrate step) and `manage.py check --database default`
-print its warnings. `manage.py local_postgres` gives its server these
-values, so a normal start prints none. hnsw.ef_search is set by the service on each connection
+print its warnings. `manage.py local_postgres` gives its server at least these values, so a
+normal start prints none, and shared_buffers a quarter of the machine's memory where that is
+more (`local_bytes`). hnsw.ef_search is set by the service for each query
 (memory.index_postgres), not here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,10 +31,18 @@ class ServerSetting:
     minimum_bytes: int
     applied_by: str  # what makes a new value take effect
     advice: str
+    # What `local_postgres` gives its own server: this share of the machine's memory, where
+    # that is more than the minimum.
+    memory_share: float = 0.0
 
     @property
     def recommended(self) -> str:
         return f"{self.minimum_bytes // MB}MB"
+
+    def local_bytes(self, machine_bytes: int) -> int:
+        """What `local_postgres` gives its server on a machine of `machine_bytes`, in whole
+        MB."""
+        return max(self.minimum_bytes, int(self.memory_share * machine_bytes) // MB * MB)
 
 
 SERVER_SETTINGS: tuple[ServerSetting, ...] = (
@@ -43,6 +52,12 @@ SERVER_SETTINGS: tuple[ServerSetting, ...] = (
         512 * MB,
         applied_by="restart PostgreSQL",
         advice="on a machine of its own, about a quarter of its memory",
+        # The HNSW graphs a context call walks (781 MB per 100k x 1024 vectors, a large
+        # agent's own index as much again) and the rows it reads outgrow 512MB: at 1M
+        # messages, 6GB made context_build for the largest agent 1.7x faster at p95
+        # (docs/BENCHMARKS.md, PostgreSQL's "Context assembly"). PostgreSQL takes its
+        # buffers' memory as it uses them.
+        memory_share=0.25,
     ),
     ServerSetting(
         "maintenance_work_mem",
@@ -55,15 +70,18 @@ SERVER_SETTINGS: tuple[ServerSetting, ...] = (
 _READ = "SELECT current_setting(%s), pg_size_bytes(current_setting(%s))"
 
 
-def settings_below(cursor: Any) -> list[tuple[ServerSetting, str]]:
-    """The settings of the PostgreSQL server that are below the service's minimum, each with
-    its value as the server says it. `cursor`: a DB-API cursor on the server (Django's, or
-    psycopg's for `local_postgres`, which runs before the service knows the server)."""
+def settings_below(
+    cursor: Any, wanted: Callable[[ServerSetting], int] = lambda setting: setting.minimum_bytes
+) -> list[tuple[ServerSetting, str]]:
+    """The settings of the PostgreSQL server that are below what is `wanted` (the service's
+    minimum), each with its value as the server says it. `cursor`: a DB-API cursor on the
+    server (Django's, or psycopg's for `local_postgres`, which runs before the service knows
+    the server)."""
     low = []
     for setting in SERVER_SETTINGS:
         cursor.execute(_READ, [setting.name, setting.name])
         shown, size = cursor.fetchone()
-        if size < setting.minimum_bytes:
+        if size < wanted(setting):
             low.append((setting, shown))
     return low
 

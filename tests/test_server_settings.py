@@ -11,7 +11,9 @@ from django.core import checks
 from django.core.management import call_command
 from django.db import connection
 
-from memory.server_settings import check_server_settings
+from memory.server_settings import MB, SERVER_SETTINGS, check_server_settings
+
+GB = 1024 * MB
 
 on_postgres = pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's settings")
 
@@ -52,6 +54,15 @@ def test_migrate_prints_the_warnings(capsys):
 
 
 @pytest.mark.django_db
+def test_local_postgres_gives_shared_buffers_a_quarter_of_the_machine_and_at_least_the_minimum():
+    shared, maintenance = SERVER_SETTINGS
+
+    assert shared.local_bytes(24 * GB) == 6 * GB
+    assert shared.local_bytes(1 * GB) == 512 * MB  # the minimum
+    assert shared.local_bytes(10 * GB + 3) == 2560 * MB  # whole MB
+    assert maintenance.local_bytes(24 * GB) == 512 * MB
+
+
 def test_sqlite_has_nothing_to_check():
     if connection.vendor == "postgresql":
         pytest.skip("SQLite's case")

@@ -217,6 +217,22 @@ def _agent_indexes(sql, table=MESSAGE_VECTORS) -> dict[str, str]:
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's HNSW indexes")
+def test_postgres_searches_the_graph_for_at_least_the_k_asked():
+    put(1, unit(0))
+
+    def searched_with(k: int) -> int:
+        index.knn(MESSAGE_VECTORS, agent_id="a1", embedding=unit(0), k=k)
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW hnsw.ef_search")
+            return int(cursor.fetchone()[0])
+
+    # With fewer candidates than k, pgvector's iterative scan searches the graph again.
+    assert searched_with(index_postgres.EF_SEARCH + 57) == index_postgres.EF_SEARCH + 57
+    assert searched_with(3) == index_postgres.EF_SEARCH  # and never less than EF_SEARCH
+    assert searched_with(index.KNN_MAX_K) == index_postgres.EF_SEARCH_MAX  # pgvector's largest
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's HNSW indexes")
 @pytest.mark.django_db(transaction=True)
 def test_postgres_builds_an_index_for_a_large_agent_and_drops_it_once_small(sql, monkeypatch):
     monkeypatch.setattr(index_postgres, "AGENT_INDEX_ROWS", 4)

