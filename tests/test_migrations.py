@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import OperationalError, connection
 from django.db.migrations.executor import MigrationExecutor
 
-from memory import index, index_sqlite
+from memory import index, index_sqlite, index_text
 from memory.models import LongTermMemory, MainMessage, ShortTermMemory
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_only]
@@ -24,7 +24,7 @@ SCHEMA = "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' OR sql LIKE
 
 
 def _expected_schema() -> dict[str, str]:
-    """Each FTS5 and vec0 table and each trigger, as index.py would create it."""
+    """Each FTS5 and vec0 table and each trigger, as index.py and index_text would create it."""
     expected = {}
     for table in index.LEXICAL_TABLES:
         names = [table.name, *(f"{table.name}_sync_{e}" for e in ("insert", "delete", "update"))]
@@ -34,6 +34,9 @@ def _expected_schema() -> dict[str, str]:
         # SQLite stores a CREATE statement without its IF NOT EXISTS.
         sql = index_sqlite.vector_table_sql(table, settings.ORCA.embedding_dim)
         expected[table.name] = sql.replace(" IF NOT EXISTS", "", 1)
+    # The text change log's triggers (the log itself is a plain table).
+    for forward, _ in index_text.change_log_sql()[1:]:
+        expected[forward.split('"')[1]] = forward
     return expected
 
 
