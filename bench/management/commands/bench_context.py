@@ -295,6 +295,8 @@ class Command(BaseCommand):
             connection = connections["default"]
             connection.close()
             connection.settings_dict["NAME"] = path
+            # A store kept by an older version gets the tables added since (its data stays).
+            call_command("migrate", verbosity=0, interactive=False)
             return
         kept.mkdir(parents=True, exist_ok=True)
         building = path.with_suffix(".building")
