@@ -561,14 +561,14 @@ def lexical_search(
         return None
     key = (str(connections[using].settings_dict["NAME"]), agent_id)
     with _CACHE.lock, connections[using].cursor() as cursor:
-        if key in _CACHE.refused:
-            return None
+        rows, total_tokens = table_totals(cursor)
+        if rows < MIN_ROWS or key in _CACHE.refused:
+            return None  # no agent is large (a small store pays this one lookup)
         tokens = _tokens(cursor, terms)
         if tokens is None:
             return None
         first, last = _log_bounds(cursor)
-        rows, total_tokens = table_totals(cursor)
-        index = _current(cursor, key, agent_id, token, rows, first, last, using)
+        index = _current(cursor, key, agent_id, token, first, last, using)
         if index is None:
             return None
         own = [index.term_matches(tokens[term], term.kind) for term in terms]
@@ -640,7 +640,6 @@ def _current(
     key: tuple[str, str],
     agent_id: str,
     token: str,
-    table_rows: int,
     first: int,
     last: int,
     using: str,
@@ -659,11 +658,7 @@ def _current(
             index.apply(mine, _tokenized(cursor, rows, index.vocabulary), last)
         index.seen = last
     if index is None:
-        if (
-            key not in _CACHE.building
-            and table_rows >= MIN_ROWS
-            and _large(cursor, key, agent_id, last)
-        ):
+        if key not in _CACHE.building and _large(cursor, key, agent_id, last):
             _start_build(key, agent_id, token, using)
         return None
     _CACHE.indexes[key] = index  # now the most recently used
