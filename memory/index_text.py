@@ -564,12 +564,12 @@ def lexical_search(
         rows, total_tokens = table_totals(cursor)
         if rows < MIN_ROWS or key in _CACHE.refused:
             return None  # no agent is large (a small store pays this one lookup)
-        tokens = _tokens(cursor, terms)
-        if tokens is None:
-            return None
         first, last = _log_bounds(cursor)
         index = _current(cursor, key, agent_id, token, first, last, using)
         if index is None:
+            return None
+        tokens = _tokens(cursor, terms)
+        if tokens is None:
             return None
         own = [index.term_matches(tokens[term], term.kind) for term in terms]
         held = _held(index, terms, own, rows, last, count, cursor)
@@ -615,24 +615,30 @@ def _held(
 
 
 def _tokens(cursor, terms: Sequence[Term]) -> dict[Term, str] | None:
-    """Each term's one FTS5 token; None if one has several or none (a phrase)."""
-    found = {}
-    for term in terms:
-        if term.text not in _CACHE.tokens:
-            if len(_CACHE.tokens) >= MAX_KEPT_TOKENS:
-                _CACHE.tokens.clear()
-            _scratch(cursor)
-            table = _SCRATCH.split(".")[1]
-            cursor.execute(f"INSERT INTO {_SCRATCH} ({table}) VALUES ('delete-all')")
-            cursor.execute(f"INSERT INTO {_SCRATCH} (rowid, body) VALUES (1, %s)", [term.text])
-            cursor.execute("SELECT term FROM temp.orca_text_tokens ORDER BY offset")
-            _CACHE.tokens[term.text] = tuple(token for (token,) in cursor.fetchall())
-            cursor.execute(f"INSERT INTO {_SCRATCH} ({table}) VALUES ('delete-all')")
-        tokens = _CACHE.tokens[term.text]
-        if len(tokens) != 1:
-            return None
-        found[term] = tokens[0]
-    return found
+    """Each term's one FTS5 token; None if one has several or none (a phrase). The terms not
+    seen before are tokenized together, one scratch row each."""
+    new = list(dict.fromkeys(term.text for term in terms if term.text not in _CACHE.tokens))
+    if len(_CACHE.tokens) + len(new) > MAX_KEPT_TOKENS:
+        _CACHE.tokens.clear()
+        new = list(dict.fromkeys(term.text for term in terms))
+    if new:
+        _scratch(cursor)
+        table = _SCRATCH.split(".")[1]
+        cursor.execute(f"INSERT INTO {_SCRATCH} ({table}) VALUES ('delete-all')")
+        cursor.executemany(
+            f"INSERT INTO {_SCRATCH} (rowid, body) VALUES (%s, %s)", list(enumerate(new))
+        )
+        cursor.execute("SELECT doc, term FROM temp.orca_text_tokens ORDER BY doc, offset")
+        found: dict[int, list[str]] = {}
+        for doc, token in cursor.fetchall():
+            found.setdefault(doc, []).append(token)
+        cursor.execute(f"INSERT INTO {_SCRATCH} ({table}) VALUES ('delete-all')")
+        for number, text in enumerate(new):
+            _CACHE.tokens[text] = tuple(found.get(number, ()))
+    tokens = {term: _CACHE.tokens[term.text] for term in terms}
+    if any(len(found) != 1 for found in tokens.values()):
+        return None
+    return {term: found[0] for term, found in tokens.items()}
 
 
 def _current(
