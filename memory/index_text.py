@@ -131,6 +131,10 @@ def _scratch(cursor) -> None:
     )
 
 
+# A posting's bytes: its term or row (int32), column (int8) and count (int32).
+_POSTING_BYTES = 9
+
+
 @dataclass
 class _Postings:
     """Rows' tokens: per row its rowid and length (all columns), one posting per (term, row,
@@ -148,8 +152,8 @@ def _tokenized(cursor, rows: Sequence[tuple], vocabulary: dict[str, int]) -> _Po
     """The postings of these FTS5 rows (rowid and the five columns, ascending rowid), their
     terms numbered by `vocabulary` (new terms added)."""
     if not rows:
-        empty = np.zeros(0, np.int64)
-        return _Postings(empty, np.zeros(0), empty, empty, np.zeros(0, np.int8), empty)
+        none = np.zeros(0, np.int32)
+        return _Postings(np.zeros(0, np.int64), np.zeros(0), none, none, np.zeros(0, np.int8), none)
     _scratch(cursor)
     cursor.execute(f"INSERT INTO {_SCRATCH} ({_SCRATCH.split('.')[1]}) VALUES ('delete-all')")
     cursor.executemany(
@@ -180,8 +184,8 @@ def _tokenized(cursor, rows: Sequence[tuple], vocabulary: dict[str, int]) -> _Po
     return _Postings(
         rowids,
         lengths,
-        unique // (width * len(rowids)),
-        ((unique // width) % len(rowids)).astype(np.int64),
+        (unique // (width * len(rowids))).astype(np.int32),
+        ((unique // width) % len(rowids)).astype(np.int32),
         (unique % width).astype(np.int8),
         found.astype(np.int32),
     )
@@ -326,7 +330,7 @@ class TextIndex:
     def nbytes(self) -> int:
         arrays = (self.rowids, self.lengths, self.alive)
         total = sum(a.nbytes for a in arrays) + self.built.nbytes
-        total += sum(p.terms.nbytes * 3 for p in self.changed)
+        total += sum(_POSTING_BYTES * len(p.terms) + p.rowids.nbytes * 2 for p in self.changed)
         # Python's dicts: about 100 bytes an entry.
         return total + 100 * (len(self.vocabulary) + len(self.position))
 
@@ -724,7 +728,7 @@ def _build(key: tuple[str, str], agent_id: str, token: str, using: str) -> None:
             while rows := _agent_rows(cursor, token, after, BUILD_BATCH):
                 parts.append(_tokenized(cursor, rows, vocabulary))
                 after = rows[-1][0]
-                if sum(p.terms.nbytes * 3 + p.rowids.nbytes * 3 for p in parts) > _limit():
+                if sum(_POSTING_BYTES * len(p.terms) for p in parts) > _limit():
                     break  # over the bound already
             else:
                 index = TextIndex.of(token, seen, parts, vocabulary)
