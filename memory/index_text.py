@@ -48,8 +48,9 @@ logger = logging.getLogger(__name__)
 CHANGES = "text_changes"
 # The log keeps this many entries: a process that has not looked for longer rebuilds.
 RETAIN_CHANGES = 100_000
-# An agent's messages from which the index answers: below, FTS5's query takes a few ms
-# (docs/BENCHMARKS.md, "Recall's text query").
+# An agent's messages from which the index answers: below, FTS5's gated query takes a few ms
+# (5-6 ms at p50 for an agent of 10,000 among 10, about what the index took there with the
+# other agents' counts; docs/BENCHMARKS.md, "Recall's text query").
 MIN_ROWS = 20_000
 # FTS5's columns of a message row, the weights recall's query gives them, and the columns each
 # kind of term is matched in (index_sqlite._COLUMNS; days are phrases: FTS5 answers).
@@ -64,8 +65,10 @@ DENSE_SHARE = 0.05
 REBUILD_SHARE = 0.1
 # Rows read and tokenized at a time while building.
 BUILD_BATCH = 10_000
-# Query terms whose tokens are kept per process.
+# Query terms whose tokens are kept per process, and whose rows (and other agents' counts) an
+# index keeps until a change: a frequent term's rows take a few hundred KiB.
 MAX_KEPT_TOKENS = 100_000
+MAX_KEPT_TERMS = 1_000
 
 _SCRATCH = "temp.orca_text_rows"
 
@@ -371,6 +374,8 @@ class TextIndex:
         if number is None:
             return _Matches(np.zeros(0, np.int64), np.zeros(0))
         if number not in self.matches:
+            if len(self.matches) >= MAX_KEPT_TERMS:
+                self.matches.clear()
             if self.recent is None:
                 self.recent = _Segment.of(self.changed, self.changed_at, len(self.vocabulary))
             rows, columns, counts = [], [], []
@@ -609,6 +614,9 @@ def _held(
     if rows == live:
         return held
     missing = [term for term in terms if term not in index.others]
+    if len(index.others) + len(missing) > MAX_KEPT_TERMS:
+        index.others.clear()
+        missing = list(terms)
     if missing:
         for term in missing:
             index.others[term] = count(term) - held[term]

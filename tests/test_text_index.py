@@ -182,6 +182,16 @@ def test_many_changes_build_it_again_and_it_answers_meanwhile(monkeypatch):
     assert_same("a1")
 
 
+def test_the_terms_it_keeps_stay_within_their_cap(monkeypatch):
+    monkeypatch.setattr(index_text, "MAX_KEPT_TERMS", 3)
+    add("a1", 50)
+    add("a2", 10)  # other agents' counts are kept too
+    built("a1")
+    assert_same("a1")
+    (kept,) = index_text._CACHE.indexes.values()
+    assert 0 < len(kept.matches) <= 3 and 0 < len(kept.others) <= 3
+
+
 def entries(after: int) -> list[tuple[str, int]]:
     """The log's entries after `after`'s, as (agent, message)."""
     with connection.cursor() as cursor:
