@@ -8,7 +8,8 @@ Text: one FTS5 table per searchable table (porter-stemmed unicode61), filled by 
 base table. It holds the words of the text (`body`), its CJK unigrams and bigrams (`cjk`, see
 memory.text), for messages the two messages before it (`ctx`), and the scope as one exact token
 per column (`agent_id`, `session_id`: "s" + hex of the value), so that scoping is a term of the
-MATCH itself rather than a join.
+MATCH itself rather than a join. Recall's message query of a large agent is answered by the
+derived text index (index_text) where it can, with FTS5's rows and scores.
 """
 
 from __future__ import annotations
