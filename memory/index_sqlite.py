@@ -8,7 +8,8 @@ Text: one FTS5 table per searchable table (porter-stemmed unicode61), filled by 
 base table. It holds the words of the text (`body`), its CJK unigrams and bigrams (`cjk`, see
 memory.text), for messages the two messages before it (`ctx`), and the scope as one exact token
 per column (`agent_id`, `session_id`: "s" + hex of the value), so that scoping is a term of the
-MATCH itself rather than a join.
+MATCH itself rather than a join. Recall's message query of a large agent is answered by the
+derived text index (index_text) where it can, with FTS5's rows and scores.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 
 from django.db import connections
 
-from memory import index_numpy, text
+from memory import index_numpy, index_text, text
 from memory.index_schema import (
     CONTEXT_MESSAGES,
     MESSAGE_TEXT,
@@ -433,21 +434,35 @@ def _counted(table: LexicalTable, terms: list[Term], using: str) -> _TermCounts 
     counts = _term_counts(table, using) if terms else None
     if counts is None or counts.rows < PRUNE_FROM_ROWS:
         return None
-    with connections[using].cursor() as cursor:
-        for term in terms:
-            if term not in counts.docs:
-                cursor.execute(
-                    f"SELECT count(*) FROM {_q(table.name)} WHERE {_q(table.name)} MATCH %s",
-                    [_term_expression(term)],
-                )
-                (counts.docs[term],) = cursor.fetchone()
+    for term in terms:
+        if term not in counts.docs:
+            counts.docs[term] = _count(table, term, using)
     return counts
+
+
+def _count(table: LexicalTable, term: Term, using: str) -> int:
+    """The table's rows holding the term (every agent's: bm25's idf is the table's)."""
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            f"SELECT count(*) FROM {_q(table.name)} WHERE {_q(table.name)} MATCH %s",
+            [_term_expression(term)],
+        )
+        (found,) = cursor.fetchone()
+    return found
 
 
 def _weighing(terms: list[Term], counts: _TermCounts | None) -> list[Term]:
     if counts is None:
         return terms
-    return [term for term in terms if 2 * counts.docs[term] < counts.rows] or terms
+    return _weighing_held(terms, counts.docs, counts.rows)
+
+
+def _weighing_held(terms: list[Term], held: dict[Term, int], rows: int) -> list[Term]:
+    """The terms in fewer than half of the table's `rows` (`held`: the rows holding each),
+    from PRUNE_FROM_ROWS rows; all of them when none is."""
+    if rows < PRUNE_FROM_ROWS:
+        return terms
+    return [term for term in terms if 2 * held[term] < rows] or terms
 
 
 # --- rows that hold only the frequent terms ---------------------------------------------------
@@ -525,9 +540,24 @@ def lexical_search(
     """The k best BM25 matches of one agent (optionally one session); higher score is better.
 
     `filters` apply to the source table's `filterable` columns, through a join; `exclude`
-    names rows that must not take any of the k places.
+    names rows that must not take any of the k places. Recall's message query of an agent
+    of index_text.MIN_ROWS messages or more is answered by index_text where it can: the
+    rows and scores of the whole FTS5 query below, ungated.
     """
     terms = query_terms(query, now=now)
+    if index_text.answers(table.name, session_id=session_id, filters=filters, using=using):
+        hits = index_text.lexical_search(
+            agent_id=agent_id,
+            token=scope_token(agent_id),
+            terms=terms,
+            exclude=exclude,
+            k=k,
+            weighing=_weighing_held,
+            count=lambda term: _count(table, term, using),
+            using=using,
+        )
+        if hits is not None:
+            return hits
     counts = _counted(table, terms, using)
     expression = gated_expression(_weighing(terms, counts), counts, agent_id)
     if expression is None:

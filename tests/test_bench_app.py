@@ -90,10 +90,10 @@ def test_bench_context_keeps_its_store_and_reuses_it(tmp_path):
     assert "sessions" not in reused.stderr  # not filled again
     assert "| 12 | 4 | 1 | 8 | derived index |" in reused.stdout
 
-    # The text benchmark reads that store: FTS5 and the in-process index, the same top 10.
+    # The text benchmark reads that store: FTS5 and the service's index, the same top 10.
     store = stores / "context-2x6-4-1a-8d-clustered.db"
     text = manage(tmp_path, "bench_text_index", str(store), "--queries", "3").stdout
-    assert "of 12 rows read" in text
+    assert "index: 12 rows built" in text
     assert "index: p50" in text and "top-10 overlap 1.0000" in text
 
 

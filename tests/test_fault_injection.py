@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import io
 import json
 import os
 import re
@@ -32,10 +33,11 @@ from typing import Any
 
 import httpx
 import pytest
+from django.core.management import call_command
 from django.db import DatabaseError, OperationalError, ProgrammingError, connection
 from django_tasks_db.models import DBTaskResult
 
-from memory import auth, heartbeat, index, jsonl, vectors
+from memory import auth, heartbeat, index, index_text, jsonl, vectors
 from memory.auth import _write_mirror, agent_for_key, api_key_create, mirror_path
 from memory.management.commands import db_worker
 from memory.messages import message_update, messages_delete
@@ -390,6 +392,109 @@ def test_an_outage_during_a_message_delete_keeps_the_messages_and_their_vectors(
     hits = index.knn(index.MESSAGE_VECTORS, agent_id="a1", embedding=probe, k=10)
     assert question.pk in {hit.id for hit in hits}
     assert indexed("aquarium") == {question.pk, answer.pk}
+
+
+# --- the text change log: written by triggers in every message write -------------------------
+
+
+def text_log() -> list[tuple[str, int]]:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT agent_id, row_id FROM {index_text.CHANGES} ORDER BY id")
+        return cursor.fetchall()
+
+
+@pytest.fixture
+def text_index(monkeypatch):
+    """The derived text index answering an agent of 30 messages (20,000 in the service)."""
+    monkeypatch.setattr(index_text, "MIN_ROWS", 30)
+    index_text.clear()
+    for n in range(30):
+        add_message(f"glaze the bowl {n}", agent_id="agent-a")
+    index.lexical_search(index.MESSAGE_TEXT, agent_id="agent-a", query="warm", k=1)
+    index_text.settle()
+    assert index_text.report().indexes == 1
+    yield
+    index_text.clear()
+
+
+def found_by_the_index(query: str) -> set[int]:
+    assert index_text.answers(index.MESSAGE_TEXT.name, session_id=None, filters=(), using="default")
+    hits = index.lexical_search(index.MESSAGE_TEXT, agent_id="agent-a", query=query, k=50)
+    return {hit.id for hit in hits}
+
+
+@pytest.mark.sqlite_only
+@pytest.mark.django_db(transaction=True)
+def test_a_full_database_keeps_no_message_without_its_log_entry_and_loses_none(
+    api, settings, tmp_path, text_index
+):
+    """A real SQLITE_FULL (the file may not grow) while a message, its FTS5 row and its log
+    entry are written: kept whole in the backup (202), nothing of it in the database; imported
+    once the disk has room, it is logged and found by every process's index."""
+    backup = backup_on(settings, tmp_path)
+    logged = text_log()
+    large = "zymurgy " + " ".join(f"word{n}" for n in range(40_000))  # needs new pages
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM")  # no free page left by earlier tests to write it in
+        cursor.execute("PRAGMA page_count")
+        (pages,) = cursor.fetchone()
+        cursor.execute(f"PRAGMA max_page_count = {pages}")
+    try:
+        response = api.post("/sessions/s9/messages", {"role": "user", "content": large})
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("PRAGMA max_page_count = 4294967294")
+
+    assert response.status_code == 202, response.content
+    assert [line["content"] for line in kept_lines(backup.with_name("s9.jsonl"))] == [large]
+    assert not MainMessage.objects.filter(session_id="s9").exists()
+    assert text_log() == logged
+    assert found_by_the_index("zymurgy") == set()
+
+    call_command("migrate_jsonl", str(backup.parent), "--agent", "agent-a", stdout=io.StringIO())
+
+    (stored,) = MainMessage.objects.filter(session_id="s9")
+    assert text_log()[len(logged) :] == [("agent-a", stored.pk)]
+    assert found_by_the_index("zymurgy") == {stored.pk}
+
+
+@pytest.mark.sqlite_only
+@pytest.mark.django_db(transaction=True)
+def test_a_locked_database_writes_no_message_or_delete_without_its_log_entry(text_index):
+    """Another connection holds the write lock beyond the busy timeout: a message written or
+    deleted meanwhile fails whole, its log entry with it; done again after the lock, each is
+    logged once and the index follows (the deleted message's text is gone at once)."""
+    logged = text_log()
+    (kept,) = MainMessage.objects.filter(content="glaze the bowl 7")
+    # The driver's own module: another copy of SQLite in this process would not see its locks.
+    holder = connection.Database.connect(
+        str(connection.settings_dict["NAME"]), isolation_level=None
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA busy_timeout")
+        (timeout,) = cursor.fetchone()
+        cursor.execute("PRAGMA busy_timeout = 50")
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        with pytest.raises(OperationalError, match="database is locked"):
+            add_message("zymurgy", agent_id="agent-a", session_id="s9")
+        with pytest.raises(OperationalError, match="database is locked"):
+            messages_delete(messages=MainMessage.objects.filter(pk=kept.pk))
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+        with connection.cursor() as cursor:
+            cursor.execute(f"PRAGMA busy_timeout = {timeout}")
+
+    assert text_log() == logged
+    assert found_by_the_index("zymurgy") == set()
+    assert kept.pk in found_by_the_index("bowl 7")
+    stored = add_message("zymurgy", agent_id="agent-a", session_id="s9")
+    messages_delete(messages=MainMessage.objects.filter(pk=kept.pk))
+    # Then the two after it, whose context held its text, reindexed.
+    assert text_log()[len(logged) :][:2] == [("agent-a", stored.pk), ("agent-a", kept.pk)]
+    assert found_by_the_index("zymurgy") == {stored.pk}
+    assert kept.pk not in found_by_the_index("bowl 7")
 
 
 def test_an_admin_edit_during_an_outage_fails_and_changes_nothing(admin_client):

@@ -52,6 +52,7 @@ class Config:
     max_import_bytes: int
     long_term_cap: int
     vector_cache_mb: int
+    text_index_mb: int
     jsonl_backup: bool
     # The chat model: "none" (offline summaries and extraction), a preset of LLM_PRESETS, or
     # "custom" (base_url alone names the server). Base URL and model are known unless "none".
@@ -227,6 +228,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("orca", "long_term_cap", _positive_int, 10_000),
     # An agent of 100k messages at 1,024 dimensions: a 445 MiB matrix and its 274 MiB graph.
     Setting("orca", "vector_cache_mb", _non_negative_int, 1024),
+    # An agent of 100k messages: about 60 MiB of posting lists; of 1M, about 600.
+    Setting("orca", "text_index_mb", _non_negative_int, 1024),
     Setting("orca", "jsonl_backup", _flag, False),
     # The defaults of [llm] and [embedding] depend on the provider: see _llm and _embedding.
     Setting("llm", "provider", _choice(LLM_PROVIDERS), None),

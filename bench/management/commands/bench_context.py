@@ -36,7 +36,7 @@ from bench import knn_postgres
 from bench.measure import median_and_range, percentile
 from bench.tempdb import use_temporary_database
 from bench.vectors import DISTRIBUTIONS
-from memory import index, index_numpy
+from memory import index, index_numpy, index_text
 from memory.context import context_build
 from memory.embeddings import DEFAULT_THRESHOLDS, Signature
 from memory.models import LongTermMemory, MainMessage, MemoryType, ShortTermMemory
@@ -295,6 +295,8 @@ class Command(BaseCommand):
             connection = connections["default"]
             connection.close()
             connection.settings_dict["NAME"] = path
+            # A store kept by an older version gets the tables added since (its data stays).
+            call_command("migrate", verbosity=0, interactive=False)
             return
         kept.mkdir(parents=True, exist_ok=True)
         building = path.with_suffix(".building")
@@ -387,6 +389,7 @@ class Command(BaseCommand):
         """One call per agent before the timed runs: each builds the agent's matrices of the
         derived vector index, as a server's first calls do (timed here, not in the runs)."""
         index_numpy.clear()  # the matrices of the previous row's database
+        index_text.clear()
         start = time.perf_counter()
         # The per-agent indexes the task worker keeps after embedding (PostgreSQL), for a
         # store kept from before they were built.
@@ -413,14 +416,18 @@ class Command(BaseCommand):
             return
         # The approximate graphs of large agents are built in threads after those calls; a
         # server answers exactly meanwhile, and by the graph once built: timed apart, awaited.
+        # Large agents' text indexes likewise (FTS5 answers meanwhile).
         start = time.perf_counter()
         index_numpy.settle()
+        index_text.settle()
         graphs = time.perf_counter() - start
         report = index_numpy.report()
+        text = index_text.report()
         self.stderr.write(
             f"derived vector index: {report.vectors:,} vectors of {agents} agent(s) built in "
-            f"{seconds:.1f} s; {report.graphs} approximate graph(s) in {graphs:.1f} s more; "
-            f"{report.bytes / 2**20:.0f} MiB"
+            f"{seconds:.1f} s; {report.graphs} approximate graph(s) and {text.indexes} text "
+            f"index(es) in {graphs:.1f} s more; {report.bytes / 2**20:.0f} MiB, text "
+            f"{text.bytes / 2**20:.0f} MiB"
         )
 
     def _measure(
