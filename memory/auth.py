@@ -9,6 +9,7 @@ import os
 import secrets
 import time
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 
 from django.conf import settings
@@ -132,8 +133,8 @@ def record_key_uses(**signal: object) -> None:
     gone loses a timestamp, never a request."""
     while _unrecorded:
         pk, used_at = _unrecorded.popitem()
-        with outage.best_effort("recording an API key's use"):
-            ApiKey.objects.filter(pk=pk).update(last_used_at=used_at)
+        record = partial(ApiKey.objects.filter(pk=pk).update, last_used_at=used_at)
+        outage.best_effort("recording an API key's use", record)
 
 
 # What a request without a valid key is told, by the API and /mcp alike: how to send one,

@@ -24,6 +24,7 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass, replace
 from datetime import datetime
+from functools import partial
 from itertools import accumulate
 from typing import Any
 
@@ -548,10 +549,12 @@ def _count_uses(items: list[Item], now: datetime) -> None:
     most-used fallback took is not: counted, it would keep itself first."""
     used = [item.id for item in items if item.method != "access_count"]
     if used:
-        with outage.best_effort("counting the memories' uses"):  # the context answers anyway
-            LongTermMemory.objects.filter(pk__in=used).update(
-                access_count=F("access_count") + 1, last_accessed=now
-            )
+        count = partial(
+            LongTermMemory.objects.filter(pk__in=used).update,
+            access_count=F("access_count") + 1,
+            last_accessed=now,
+        )
+        outage.best_effort("counting the memories' uses", count)  # the context answers anyway
 
 
 def _fit(

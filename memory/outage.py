@@ -10,7 +10,7 @@ same sentence, and the message paths keep the messages in the JSONL backup when 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from django.db import InterfaceError, OperationalError, connection, transaction
@@ -95,15 +95,16 @@ def backup_failed_detail(exc: OSError) -> str:
     )
 
 
-@contextmanager
-def best_effort(what: str) -> Iterator[None]:
-    """A bookkeeping write (a key's last use, memories' access counts) that must never fail
+def best_effort(what: str, write: Callable[[], object]) -> None:
+    """A bookkeeping `write` (a key's last use, memories' access counts) that must never fail
     nor hold up the request it serves: in its own transaction (a savepoint inside another),
     waiting BOOKKEEPING_WAIT_MS at most for another process's lock on SQLite, and skipped,
-    logged, when the database cannot take it. Other errors are raised."""
+    logged, when the database cannot take it, whether at the transaction's start (SQLite's
+    BEGIN IMMEDIATE takes the lock) or in the write. Other errors are raised. A function, not
+    a `with` block: a block cannot be skipped once its transaction failed to start."""
     try:
         with _short_lock_wait(), transaction.atomic():
-            yield
+            write()
     except (OperationalError, InterfaceError) as exc:
         if not is_unavailable(exc):
             raise

@@ -283,6 +283,42 @@ def test_a_context_during_an_outage_answers_without_counting_its_memories(api, c
     assert "Skipped counting the memories' uses" in caplog.text
 
 
+@pytest.mark.sqlite_only
+@pytest.mark.django_db(transaction=True)
+def test_a_lock_held_elsewhere_skips_the_bookkeeping_and_the_context_and_message_answer(
+    api, caplog
+):
+    """Outside a test's transaction SQLite takes the write lock at BEGIN IMMEDIATE: the
+    bookkeeping's transaction cannot start while another process holds it. The context and
+    the message are answered all the same; only the counts and the timestamp are skipped."""
+    from memory.memories import memory_create
+
+    memory = memory_create(
+        agent_id="agent-a", content="用户对花生过敏", memory_type="fact", actor="test"
+    )
+    add_message("晚饭吃什么？", agent_id="agent-a", session_id="s1")
+    (key,) = ApiKey.objects.all()
+    auth._trusted.clear()
+    # The driver's own module: another copy of SQLite in this process would not see its locks.
+    holder = connection.Database.connect(
+        str(connection.settings_dict["NAME"]), isolation_level=None
+    )
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        response = api.post("/sessions/s1/context", {"query": "花生过敏"})
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+    assert response.status_code == 200
+    assert "用户对花生过敏" in response.json()["messages"][0]["content"]
+    memory.refresh_from_db()
+    key.refresh_from_db()
+    assert (memory.access_count, key.last_used_at) == (0, None)
+    assert "Skipped counting the memories' uses" in caplog.text
+    assert "Skipped recording an API key's use" in caplog.text
+
+
 # --- MCP: the same, as tool results ---------------------------------------------------------
 
 
