@@ -397,12 +397,24 @@ class ContextOut(Schema):
 # --- health --------------------------------------------------------------------------------
 
 
+class TextIndexHealthOut(Schema):
+    indexes: int = Field(description="agents whose messages it holds (20,000 or more each)")
+    rows: int
+    bytes: int
+    limit_bytes: int = Field(description="ORCA_TEXT_INDEX_MB; 0: off, FTS5 answers")
+
+
 class DatabaseHealthOut(Schema):
     ok: bool
     engine: str | None = Field(None, description="sqlite or postgresql")
     sqlite_version: str | None = None
     postgres_version: str | None = None
     journal_mode: str | None = None
+    text_index: TextIndexHealthOut | None = Field(
+        None,
+        description="SQLite: the derived text index that answers recall's text query for "
+        "large agents in the process that answered this request (each web worker has its own)",
+    )
     error: str | None = None
 
 

@@ -71,7 +71,12 @@ def database_report(*, using: str = "default") -> dict[str, object]:
         (version,) = cursor.fetchone()
         cursor.execute("PRAGMA journal_mode")
         (journal_mode,) = cursor.fetchone()
-    return {"engine": "sqlite", "sqlite_version": version, "journal_mode": journal_mode}
+    return {
+        "engine": "sqlite",
+        "sqlite_version": version,
+        "journal_mode": journal_mode,
+        "text_index": asdict(index_text.report()),
+    }
 
 
 def memory_index_report() -> dict[str, object]:
