@@ -275,12 +275,19 @@ def report() -> CacheReport:
 
 def settle() -> None:
     """Wait for the graphs being built (tests, and the benchmark's warm-up)."""
+    join_builds(_CACHE.lock, _CACHE.builds)
+
+
+def join_builds(lock: threading.Lock, builds: list[threading.Thread]) -> None:
+    """Wait for every thread in `builds` (a list `lock` guards), those started meanwhile
+    too; the finished ones leave it. The derived indexes' background builds (this module's
+    graphs, index_text's indexes)."""
     while True:
-        with _CACHE.lock:
-            _CACHE.builds = [thread for thread in _CACHE.builds if thread.is_alive()]
-            if not _CACHE.builds:
+        with lock:
+            builds[:] = [thread for thread in builds if thread.is_alive()]
+            if not builds:
                 return
-            thread = _CACHE.builds[0]
+            thread = builds[0]
         thread.join()
 
 

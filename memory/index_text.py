@@ -41,6 +41,7 @@ import numpy as np
 from django.conf import settings
 from django.db import connections
 
+from memory import index_numpy
 from memory.index_schema import MESSAGE_TEXT, Hit, Term
 
 logger = logging.getLogger(__name__)
@@ -505,13 +506,7 @@ def clear() -> None:
 
 def settle() -> None:
     """Wait for the indexes being built (tests, and the benchmark's warm-up)."""
-    while True:
-        with _CACHE.lock:
-            _CACHE.builds = [thread for thread in _CACHE.builds if thread.is_alive()]
-            if not _CACHE.builds:
-                return
-            thread = _CACHE.builds[0]
-        thread.join()
+    index_numpy.join_builds(_CACHE.lock, _CACHE.builds)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,29 @@ def service_env(home: Path, **env: str) -> dict[str, str]:
     return environment
 
 
+def on_this_database(script: str, **env: str) -> subprocess.Popen[str]:
+    """`python -c script` in a process of its own on this test's database (a second worker),
+    its standard streams piped, so that the test can tell it when to go on."""
+    from django.db import connection
+
+    environment = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    environment.update(
+        DJANGO_SETTINGS_MODULE="orca_memory.settings",
+        ORCA_DB_PATH=str(connection.settings_dict["NAME"]),
+        ORCA_EMBEDDING_PROVIDER="none",
+        **env,
+    )
+    return subprocess.Popen(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        env=environment,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def manage(
     home: Path, *args: str, check: bool = True, umask: int = -1, **env: str
 ) -> subprocess.CompletedProcess[str]:

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import os
 import subprocess
-import sys
 import textwrap
 from datetime import UTC, datetime
 
@@ -23,7 +21,7 @@ from memory.forgetting import forget_session
 from memory.index import MESSAGE_TEXT
 from memory.messages import message_update, messages_delete
 from memory.models import MainMessage
-from tests.helpers import ROOT
+from tests.helpers import on_this_database
 
 pytestmark = [pytest.mark.sqlite_only, pytest.mark.django_db(transaction=True)]
 
@@ -274,21 +272,7 @@ def test_another_process_sees_a_delete_at_once(tmp_path):
         print(index_text.report().indexes, ids("zymurgy"), ids("kiln"), flush=True)
         """
     )
-    env = {
-        **{k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"},
-        "DJANGO_SETTINGS_MODULE": "orca_memory.settings",
-        "ORCA_DB_PATH": str(connection.settings_dict["NAME"]),
-        "ORCA_EMBEDDING_PROVIDER": "none",
-    }
-    other = subprocess.Popen(
-        [sys.executable, "-c", script],
-        cwd=ROOT,
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    other = on_this_database(script)
     try:
         before = other.stdout.readline().strip()
         assert before == f"1 {[m.pk for m in messages[20:23]]}", stopped(other)

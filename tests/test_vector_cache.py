@@ -5,9 +5,6 @@ the derived index; inside one it asks vec0, which is what these tests compare it
 from __future__ import annotations
 
 import dataclasses
-import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -17,7 +14,7 @@ from django.db import connection, transaction
 
 from memory import index, index_numpy
 from memory.index import MEMORY_VECTORS, MESSAGE_VECTORS, SUMMARY_VECTORS, VECTOR_TABLES, Filter
-from tests.helpers import ROOT
+from tests.helpers import on_this_database
 
 pytestmark = [pytest.mark.sqlite_only, pytest.mark.django_db(transaction=True)]
 
@@ -357,22 +354,7 @@ def test_two_processes_see_each_others_writes(tmp_path):
         print(ids(vectors[5]), flush=True)
         """
     )
-    env = {
-        **{k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"},
-        "DJANGO_SETTINGS_MODULE": "orca_memory.settings",
-        "ORCA_DB_PATH": str(connection.settings_dict["NAME"]),
-        "ORCA_EMBEDDING_DIM": str(DIM),
-        "ORCA_EMBEDDING_PROVIDER": "none",
-    }
-    other = subprocess.Popen(
-        [sys.executable, "-c", script],
-        cwd=ROOT,
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    other = on_this_database(script, ORCA_EMBEDDING_DIM=str(DIM))
     try:
         assert other.stdout.readline().strip() == "written", other.stderr.read()
 
