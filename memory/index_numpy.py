@@ -383,23 +383,31 @@ def _current(
 
 
 def _saved_at(key: tuple[str, str, str]) -> tuple[Path, str] | None:
-    """Where the agent's graph of a table is saved: a folder beside the database file, a name
-    of the agent's digest and the table. None for a database that is no file."""
+    """Where the agent's graph of a table is saved: `_saved_folder`, under a name of the
+    agent's `_saved_prefix` and the table. None for a database that is no file."""
     database, table, agent_id = key
-    if database.startswith("file:") or database in ("", ":memory:"):
-        return None
-    return Path(f"{database}{SAVED_GRAPHS}"), f"{_digest(agent_id)}-{table}"
+    folder = _saved_folder(database)
+    return None if folder is None else (folder, f"{_saved_prefix(agent_id)}{table}")
 
 
 def drop_saved_graphs(database: str, agent_id: str) -> None:
     """Delete the agent's saved graphs, of every table (index.drop_saved_graphs)."""
-    where = _saved_at((database, "", agent_id))
-    if where is not None:
-        index_ann.discard(where[0], f"{_digest(agent_id)}-")
+    folder = _saved_folder(database)
+    if folder is not None:
+        index_ann.discard(folder, _saved_prefix(agent_id))
 
 
-def _digest(agent_id: str) -> str:
-    return hashlib.sha256(agent_id.encode()).hexdigest()[:24]
+def _saved_folder(database: str) -> Path | None:
+    """The folder beside the database file where graphs are saved; None for a database that
+    is no file."""
+    if database.startswith("file:") or database in ("", ":memory:"):
+        return None
+    return Path(f"{database}{SAVED_GRAPHS}")
+
+
+def _saved_prefix(agent_id: str) -> str:
+    """What the names of an agent's saved graphs start with: a digest of its id."""
+    return hashlib.sha256(agent_id.encode()).hexdigest()[:24] + "-"
 
 
 def _restore_graph(matrix: Matrix, key: tuple[str, str, str], first: int, using: str) -> None:

@@ -369,5 +369,5 @@ def test_forgetting_deletes_the_agents_saved_graphs_and_no_other():
 
     forget_agent(agent_id="a1", actor="api")
 
-    digest = index_numpy._digest("a2")
-    assert saved_files() and all(name.startswith(digest) for name in saved_files())
+    prefix = index_numpy._saved_prefix("a2")
+    assert saved_files() and all(name.startswith(prefix) for name in saved_files())
