@@ -565,19 +565,30 @@ def readable(table: VectorTable, execute: Execute) -> bool:
     return storage_version(table, execute) in KNOWN_FORMATS
 
 
+def chunks_sql(table: VectorTable, where: str) -> str:
+    """The statement reading the chunks matching `where` (over `c`, the chunks table): their
+    validity, ids, vectors and each metadata column's data.
+
+    vec0 declares its tables' key `rowid PRIMARY KEY` without a type, so the column has no
+    affinity and `rowid = +c.chunk_id` (an INTEGER column) cannot use its index: SQLite then
+    scanned each table once per chunk, 255 s for 1M vectors' 7,813 chunks. `+c.chunk_id` has
+    no affinity either, so the comparison uses the index (1.4 s).
+    """
+    data = "".join(f", m{i}.data" for i in range(len(table.metadata)))
+    joins = "".join(
+        f" JOIN {table.name}_metadatachunks{i:02d} AS m{i} ON m{i}.rowid = +c.chunk_id"
+        for i in range(len(table.metadata))
+    )
+    return (
+        f"SELECT c.validity, c.rowids, v.vectors{data} FROM {table.name}_chunks AS c "
+        f"JOIN {table.name}_vector_chunks00 AS v ON v.rowid = +c.chunk_id{joins} WHERE {where}"
+    )
+
+
 def read_chunks(table: VectorTable, execute: Execute, where: str, params: list[object]) -> Rows:
     """The valid rows of the chunks matching `where` (over `c`, the chunks table)."""
     columns = list(table.metadata)
-    data = "".join(f", m{i}.data" for i in range(len(columns)))
-    joins = "".join(
-        f" JOIN {table.name}_metadatachunks{i:02d} AS m{i} ON m{i}.rowid = c.chunk_id"
-        for i in range(len(columns))
-    )
-    chunks = execute(
-        f"SELECT c.validity, c.rowids, v.vectors{data} FROM {table.name}_chunks AS c "
-        f"JOIN {table.name}_vector_chunks00 AS v ON v.rowid = c.chunk_id{joins} WHERE {where}",
-        params,
-    )
+    chunks = execute(chunks_sql(table, where), params)
     ids, vectors, metadata = [], [], {name: [] for name in columns}
     for validity, rowids, blob, *values in chunks:
         slots = len(rowids) // 8
@@ -666,7 +677,7 @@ def _build(table: VectorTable, agent_id: str, seen: int, using: str) -> Matrix |
     execute = _execute(using)
     ((vector_bytes,),) = execute(
         f"SELECT coalesce(sum(length(v.vectors)), 0) FROM {table.name}_chunks AS c "
-        f"JOIN {table.name}_vector_chunks00 AS v ON v.rowid = c.chunk_id "
+        f"JOIN {table.name}_vector_chunks00 AS v ON v.rowid = +c.chunk_id "
         "WHERE c.partition00 = %s",
         [agent_id],
     )

@@ -381,3 +381,26 @@ def test_a_table_of_an_unknown_vec0_layout_is_answered_by_vec0():
 
     assert index_numpy.report().matrices == 0
     assert_same(hits, vec0("a1", vectors[2]))
+
+
+@pytest.mark.parametrize("table", VECTOR_TABLES, ids=lambda table: table.name)
+def test_reading_the_storage_looks_each_chunk_up_by_its_key(table):
+    """vec0's tables key their chunks by a column without a type: compared with an INTEGER
+    column, SQLite would scan every such table once per chunk read (quadratic in the agent's
+    size: 255 s at 1M vectors). Every table but the chunks table must be searched by key."""
+    index.vector_put(
+        table,
+        row_id=1,
+        agent_id="a1",
+        embedding=[1.0] * DIM,
+        metadata={
+            column: 1 if kind == "integer" else "x" for column, kind in table.metadata.items()
+        },
+    )
+    sql = index_numpy.chunks_sql(table, "c.partition00 = %s")
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN QUERY PLAN {sql}", ["a1"])
+        steps = [row[-1] for row in cursor.fetchall()]
+    scans = [step for step in steps if step.startswith("SCAN") and step != "SCAN c"]
+    assert not scans, steps
+    assert len(steps) == 2 + len(table.metadata)
