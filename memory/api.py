@@ -424,6 +424,10 @@ class MemoryIndexHealthOut(Schema):
     vectors: int
     bytes: int
     limit_bytes: int = Field(description="ORCA_VECTOR_CACHE_MB; 0: off, vec0 answers")
+    mapped_bytes: int = Field(
+        description="the saved graphs this process maps read only (page cache shared by the "
+        "processes that map them, not counted in `bytes`)"
+    )
 
 
 class KnnHealthOut(Schema):

@@ -22,6 +22,11 @@ since are not indexed (scored exactly, as rows written after a build are), and a
 vectors are checked against the matrix first (`Graph.agrees`). A graph mapped from its file
 cannot drop rows; they are only no longer indexed, and the staleness rule replaces it.
 
+For an agent whose vectors are over the memory bound, index_numpy holds no matrix of vectors:
+`build` makes its graph from vec0's storage a batch at a time (`recall` checks it the same
+way), one process at a time (`building`), and the saved file, mapped, is the only copy of the
+vectors the process reads (`Graph.vectors`).
+
 Filters: the graph knows no metadata. Its candidates are filtered afterwards, so it answers
 only while the filters leave at least `FILTERED_FRACTION` of the live rows (it is then asked
 for twice as many as the share needs, and the exact scan answers if too few pass); a
@@ -31,11 +36,13 @@ leaves, which is cheap for being narrow.
 
 from __future__ import annotations
 
+import fcntl
 import io
 import json
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,7 +98,8 @@ class Graph:
     no lock: it touches nothing shared), then kept by the matrix under the cache's lock.
     """
 
-    def __init__(self, alive: np.ndarray, ids: np.ndarray, dimension: int) -> None:
+    def __init__(self, alive: np.ndarray, ids: np.ndarray, dimension: int, seen: int) -> None:
+        self.seen = seen  # the change log entry its vectors are as of
         self.covered = len(alive)
         self.indexed = alive.copy()
         self._added = np.flatnonzero(alive)
@@ -108,6 +116,7 @@ class Graph:
         whose vector it holds and that were not `changed` since it was saved. Mapped from its
         file, read only: a row changed later is only no longer indexed."""
         graph = cls.__new__(cls)
+        graph.seen = saved.seen
         graph.covered = len(alive)
         held = np.isin(ids, saved.keys)
         graph._added = np.flatnonzero(held)
@@ -127,21 +136,14 @@ class Graph:
             rows = self._added[start : start + _BATCH]
             self.index.add(self.keys[start : start + _BATCH], vectors[rows], threads=1)
 
-    def recall(self, vectors: np.ndarray, k: int = 10) -> float:
-        """Recall@k against the exact scan of the rows it holds, for SELF_CHECKS of them as
-        queries (each one's nearest others). Run after `build`, in its thread."""
-        rng = np.random.default_rng(0)
-        picked = rng.choice(len(self._added), min(SELF_CHECKS, len(self._added)), replace=False)
-        held = np.full(self.covered, -np.inf, dtype=np.float32)
-        found = 0
-        for at in picked:
-            row, key = self._added[at], int(self.keys[at])
-            scores = held.copy()
-            scores[self._added] = (vectors[: self.covered] @ vectors[row])[self._added]
-            exact = set(self._key_of(np.argpartition(-scores, k)[: k + 1]).tolist()) - {key}
-            graph = self.index.search(vectors[row], k + 1, threads=1).keys.tolist()
-            found += len(exact & (set(graph) - {key}))
-        return found / (k * len(picked))
+    def recall(self, vectors: np.ndarray) -> float:
+        """Recall@10 against the exact scan of the rows it holds (`recall`). Run after `build`,
+        in its thread."""
+        batches = (
+            (self.keys[start : start + _BATCH], vectors[self._added[start : start + _BATCH]])
+            for start in range(0, len(self._added), _BATCH)
+        )
+        return recall(self.index, self.keys, batches)
 
     def attach(self) -> None:
         """Drop the rows changed while it was built; from now on changes apply at once."""
@@ -156,15 +158,17 @@ class Graph:
         if self.attached:
             self._drop(rows)
 
-    def agrees(self, vectors: np.ndarray) -> bool:
-        """Whether a few of the rows it answers for hold the matrix's vectors (`vectors`): a
-        saved graph of another database whose change log reached as far is not taken."""
+    def checked_rows(self) -> np.ndarray:
+        """The rows `agrees` compares: AGREEMENT_CHECKS of those it answers for."""
         rows = np.flatnonzero(self.indexed)
-        rows = rows[:: max(1, len(rows) // AGREEMENT_CHECKS)][:AGREEMENT_CHECKS]
+        return rows[:: max(1, len(rows) // AGREEMENT_CHECKS)][:AGREEMENT_CHECKS]
+
+    def agrees(self, rows: np.ndarray, vectors: np.ndarray) -> bool:
+        """Whether it holds `vectors`, the database's, for `rows` (`checked_rows`): a saved
+        graph of another database whose change log reached as far is not taken."""
         if len(rows) == 0:
             return False
-        stored = np.asarray(self.index.get(self._key_of(rows)), dtype=np.float32)
-        return np.allclose(stored.reshape(len(rows), -1), vectors[rows], atol=0.01)
+        return np.allclose(self.vectors(rows), vectors, atol=0.01)
 
     def _key_of(self, rows: np.ndarray) -> np.ndarray:
         return self.keys[np.searchsorted(self._added, rows)]
@@ -176,10 +180,11 @@ class Graph:
 
     @property
     def nbytes(self) -> int:
+        """What this process holds of it. A graph mapped from its file holds only its arrays:
+        the file's pages are the system's page cache, shared by the processes that map it and
+        given back under memory pressure (counted apart: `mapped`)."""
         arrays = self.indexed.nbytes + self._added.nbytes + self.keys.nbytes
-        # A graph mapped from its file counts at the file's size: its pages are shared by the
-        # processes that map it, but each may read all of them.
-        return int(self.index.memory_usage) + self.mapped + arrays
+        return arrays + (0 if self.mapped else int(self.index.memory_usage))
 
     def stale(self, alive: np.ndarray) -> bool:
         """Whether the rows it misses (alive, not indexed) or holds in vain (indexed once,
@@ -214,19 +219,75 @@ class Graph:
             return None
         return np.concatenate([found, outside, tail])
 
-    def save(self, folder: Path, name: str, seen: int) -> None:
-        """Write the graph for other processes (`load`): its file, the ids it holds and the
-        change log entry its vectors are as of (`seen`), each file written whole before it is
-        named; the older versions of `name` go. Run after `build`, in its thread."""
-        private_dir(folder)
-        version = f"{name}.{seen}"
-        _written(folder / f"{version}.usearch", lambda path: self.index.save(str(path)))
-        _written(folder / f"{version}.npy", lambda path: path.write_bytes(_npy(self.keys)))
-        pointer = json.dumps({"format": SAVED_FORMAT, "seen": seen, "dimension": self.index.ndim})
-        _written(folder / f"{name}.json", lambda path: path.write_text(pointer))
-        for old in folder.glob(f"{name}.*.*"):
-            if not old.name.startswith(f"{version}."):
-                old.unlink(missing_ok=True)
+    def save(self, folder: Path, name: str) -> None:
+        """Write the graph for other processes (`save`). Run after `build`, in its thread."""
+        save(self.index, self.keys, folder, name, self.seen)
+
+    def vectors(self, rows: np.ndarray) -> np.ndarray:
+        """These rows' vectors as the graph holds them (float16, as float32): the only copy
+        a mapped matrix has of the rows it indexes (index_numpy)."""
+        if not len(rows):
+            return np.zeros((0, self.index.ndim), dtype=np.float32)
+        return np.vstack(self.index.get(self._key_of(rows), dtype=np.float32))
+
+
+def recall(
+    index: Index, keys: np.ndarray, batches: Iterable[tuple[np.ndarray, np.ndarray]]
+) -> float:
+    """Recall@10 of `index` against the exact nearest among the rows `batches` yields (their
+    keys, unit vectors): for SELF_CHECKS of `keys` as queries (the index's vectors of them),
+    each one's 10 nearest other rows. The rows are read once, a batch at a time, so that a
+    graph of vectors not held in memory is checked as one that is."""
+    rng = np.random.default_rng(0)
+    picked = keys[rng.choice(len(keys), min(SELF_CHECKS, len(keys)), replace=False)]
+    if not len(picked):
+        return 0.0
+    queries = np.vstack(index.get(picked, dtype=np.float32))
+    k = 10
+    best = np.full((len(picked), k + 1), -np.inf, dtype=np.float32)
+    best_keys = np.full((len(picked), k + 1), -1, dtype=np.int64)
+    for batch_keys, vectors in batches:
+        scores = np.concatenate([best, queries @ vectors.T], axis=1)
+        both = np.concatenate(
+            [best_keys, np.broadcast_to(batch_keys, (len(picked), len(batch_keys)))], axis=1
+        )
+        top = np.argpartition(-scores, k, axis=1)[:, : k + 1]
+        best = np.take_along_axis(scores, top, axis=1)
+        best_keys = np.take_along_axis(both, top, axis=1)
+    found = 0
+    for key, query, exact in zip(picked.tolist(), queries, best_keys.tolist(), strict=True):
+        graph = index.search(query, k + 1, threads=1).keys.tolist()
+        found += len((set(exact) - {key}) & (set(graph) - {key}))
+    return found / (k * len(picked))
+
+
+def build(
+    dimension: int, batches: Iterable[tuple[np.ndarray, np.ndarray]]
+) -> tuple[Index, np.ndarray]:
+    """A graph of the rows `batches` yields (their keys, unit vectors), read once: for an
+    agent whose vectors are not held in memory (index_numpy's mapped matrices). Its index and
+    keys, as `save` takes them."""
+    index = Index(ndim=dimension, metric="ip", dtype="f16", **_PARAMETERS)
+    keys: list[np.ndarray] = []
+    for batch_keys, vectors in batches:
+        index.add(batch_keys, vectors, threads=1)
+        keys.append(batch_keys)
+    return index, np.concatenate(keys) if keys else np.zeros(0, dtype=np.int64)
+
+
+def save(index: Index, keys: np.ndarray, folder: Path, name: str, seen: int) -> None:
+    """Write a graph for other processes (`load`): its file, the ids it holds and the change
+    log entry its vectors are as of (`seen`), each file written whole before it is named; the
+    older versions of `name` go."""
+    private_dir(folder)
+    version = f"{name}.{seen}"
+    _written(folder / f"{version}.usearch", lambda path: index.save(str(path)))
+    _written(folder / f"{version}.npy", lambda path: path.write_bytes(_npy(keys)))
+    pointer = json.dumps({"format": SAVED_FORMAT, "seen": seen, "dimension": index.ndim})
+    _written(folder / f"{name}.json", lambda path: path.write_text(pointer))
+    for old in folder.glob(f"{name}.*.*"):
+        if not old.name.startswith(f"{version}."):
+            old.unlink(missing_ok=True)
 
 
 # The layout of a saved graph's files (`Graph.save`): another is not read.
@@ -261,6 +322,23 @@ def load(folder: Path, name: str, dimension: int) -> Saved | None:
     if index is None or len(index) != len(keys):
         return None
     return Saved(index, keys, int(pointer["seen"]), size)
+
+
+@contextmanager
+def building(folder: Path, name: str) -> Iterator[bool]:
+    """Whether this process may build the graph saved as `name` now: the lock file beside
+    it, held while the body runs, is not held by another (which then builds and saves it)."""
+    private_dir(folder)
+    descriptor = os.open(folder / f"{name}.lock", os.O_CREAT | os.O_RDWR, PRIVATE_FILE_MODE)
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+        else:
+            yield True
+    finally:
+        os.close(descriptor)  # the lock goes with it
 
 
 def discard(folder: Path, prefix: str) -> None:

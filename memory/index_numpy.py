@@ -18,8 +18,7 @@ went backwards (a different database file), is rebuilt from vec0's storage.
 
 Only committed data is cached: inside a transaction, `index_sqlite.knn` asks vec0 (it sees the
 transaction's own writes, and nothing of a rolled-back one can stay here). Memory is bounded
-per process (`ORCA_VECTOR_CACHE_MB`): the least recently used matrices are dropped, and an
-agent whose matrix alone is over the bound is answered by vec0.
+per process (`ORCA_VECTOR_CACHE_MB`): the least recently used matrices are dropped.
 
 A matrix of `index_ann.ANN_MIN_ROWS` live rows or more also keeps an approximate (HNSW) graph
 when both fit the bound: built in a background thread, kept current by the same puts and
@@ -27,6 +26,13 @@ removes, it chooses the candidates that the matrix then scores exactly (index_an
 process that builds a graph saves it in a folder beside the database file (`SAVED_GRAPHS`);
 a matrix built in another process, or after a restart, maps it (`_restore_graph`) where the
 change log still reaches back to it, and builds none of its own.
+
+An agent whose vectors alone are over the bound (1M x 1,024 is 4 GB) is held mapped: the
+matrix keeps its rows' ids and metadata, not their vectors. Its saved graph, mapped read only,
+holds them as float16 and answers alone, and the rows written since it was saved are held
+apart (`_Loose`). That graph is built from vec0's storage a batch at a time, by one process
+(a lock file beside it) in a background thread, and the others map it when it is saved; vec0
+answers the agent until then, and so does it for an agent too small for a graph.
 """
 
 from __future__ import annotations
@@ -34,8 +40,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +60,12 @@ CHANGES = "vector_changes"
 SAVED_GRAPHS = "-graphs"
 # A process that has not looked at the log for this many vector writes rebuilds its matrices.
 RETAIN_CHANGES = 100_000
+# A mapped matrix looks for a newer saved graph at most this often while it has none, or a
+# stale one (another process may be building it).
+LOOK_SECONDS = 10.0
+# The chunks (128 rows each) read at a time while a mapped matrix's graph is built: 32 MiB of
+# vectors at 1,024 dimensions.
+BUILD_CHUNKS = 64
 # Matrices grow by a quarter: appending one vector copies nothing most of the time, and the
 # spare room stays small next to the matrix.
 _GROWTH = 1.25
@@ -102,6 +115,29 @@ class _Column:
         return matching[self.values[:size]] if len(matching) else np.zeros(size, dtype=bool)
 
 
+class _Loose:
+    """A mapped matrix's own vectors: of the rows its graph does not answer for (written since
+    it was saved), by row."""
+
+    def __init__(self, dimension: int) -> None:
+        self.slots: dict[int, int] = {}
+        self.vectors = np.zeros((16, dimension), dtype=np.float32)
+
+    def put(self, rows: np.ndarray, vectors: np.ndarray) -> None:
+        for row, vector in zip(rows.tolist(), vectors, strict=True):
+            slot = self.slots.setdefault(row, len(self.slots))
+            if slot == len(self.vectors):
+                self.vectors = np.resize(self.vectors, (int(slot * _GROWTH) + 1, vectors.shape[1]))
+            self.vectors[slot] = vector
+
+    def get(self, rows: np.ndarray) -> np.ndarray:
+        return self.vectors[[self.slots[row] for row in rows.tolist()]]
+
+    @property
+    def nbytes(self) -> int:
+        return self.vectors.nbytes + 100 * len(self.slots)
+
+
 @dataclass
 class Matrix:
     """One agent's vectors of one table: row i is `ids[i]`, alive unless deleted since."""
@@ -120,6 +156,12 @@ class Matrix:
     # A graph failed to build, found too few of the nearest (index_ann.MIN_RECALL), or came out
     # over the memory bound: exact from then on.
     graph_refused: bool = False
+    # Mapped (over the bound): `vectors` holds none; its graph is the saved one, mapped read
+    # only, and `loose` holds every live row that graph does not answer for.
+    mapped: bool = False
+    loose: _Loose | None = None
+    saving: bool = False  # a mapped matrix's graph being built and saved (`_build_saved`)
+    looked: float = -LOOK_SECONDS  # when a mapped matrix last looked for a saved graph
 
     @classmethod
     def empty(cls, table: VectorTable, dimension: int, seen: int, capacity: int) -> Matrix:
@@ -142,6 +184,8 @@ class Matrix:
         total = sum(a.nbytes for a in arrays) + 100 * len(self.position)
         if self.graph is not None:
             total += self.graph.nbytes
+        if self.loose is not None:
+            total += self.loose.nbytes
         if self.building is not None:  # growing in its thread: counted at its final size
             total += index_ann.estimated_bytes(len(self.position), self.dimension)
         return total
@@ -159,19 +203,28 @@ class Matrix:
         capacity = max(int(capacity * _GROWTH), self.size + extra)
         self.ids = np.resize(self.ids, capacity)
         self.alive = np.resize(self.alive, capacity)
-        vectors = np.zeros((capacity, self.dimension), dtype=np.float32)
-        vectors[: self.size] = self.vectors[: self.size]
-        self.vectors = vectors
+        if not self.mapped:
+            vectors = np.zeros((capacity, self.dimension), dtype=np.float32)
+            vectors[: self.size] = self.vectors[: self.size]
+            self.vectors = vectors
         for column in self.columns.values():
             column.values = np.resize(column.values, capacity)
 
     def put(self, rows: Rows) -> None:
-        """Insert or replace these rows (read from vec0's storage: `_read_chunks`)."""
+        """Insert or replace these rows (read from vec0's storage: `read_chunks`)."""
         if not len(rows.ids):
             return
         if self.dimension == 0:  # built while the agent had no vector
             self.dimension = rows.vectors.shape[1]
             self.vectors = np.zeros((len(self.ids), self.dimension), dtype=np.float32)
+        at = self._place(rows)
+        if self.loose is not None:
+            self.loose.put(at, unit(rows.vectors))
+        else:
+            self.vectors[at] = unit(rows.vectors)
+
+    def _place(self, rows: Rows) -> np.ndarray:
+        """Insert or replace these rows' ids and metadata; the rows they are at."""
         self._reserve(len(rows.ids))
         ids = rows.ids.tolist()
         at = np.fromiter((self.position.get(i, -1) for i in ids), np.int64, len(ids))
@@ -181,10 +234,10 @@ class Matrix:
         self._changed(at)
         self.size += len(new)
         self.ids[at] = rows.ids
-        self.vectors[at] = unit(rows.vectors)
         self.alive[at] = True
         for name, column in self.columns.items():
             column.values[at] = [column.encode(value) for value in rows.metadata[name]]
+        return at
 
     def remove(self, row_ids: Iterable[int]) -> None:
         gone = [self.position.pop(row_id) for row_id in row_ids if row_id in self.position]
@@ -205,13 +258,27 @@ class Matrix:
                 rows = candidates
         # A narrow filter (one session) gathers its rows; a wide one scores every row, which
         # costs less than copying most of the matrix.
-        if len(rows) * 4 < size:
+        if self.mapped:
+            scores = self._mapped_scores(rows, query)
+        elif len(rows) * 4 < size:
             scores = self.vectors[rows] @ query
         else:
             scores = (self.vectors[:size] @ query)[rows]
         top = np.argpartition(-scores, k - 1)[:k] if len(rows) > k else np.arange(len(rows))
         top = top[np.argsort(-scores[top], kind="stable")]
         return [Hit(int(self.ids[rows[i]]), float(scores[i])) for i in top]
+
+    def _mapped_scores(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+        """A mapped matrix's scores of these rows: from its graph's float16 copy of the rows it
+        answers for (within about 1e-3 of the exact cosine), from `loose` for the others."""
+        assert self.graph is not None and self.loose is not None
+        held = np.zeros(len(rows), dtype=bool)
+        covered = rows < self.graph.covered
+        held[covered] = self.graph.indexed[rows[covered]]
+        scores = np.empty(len(rows), dtype=np.float32)
+        scores[held] = self.graph.vectors(rows[held]) @ query
+        scores[~held] = self.loose.get(rows[~held]) @ query
+        return scores
 
 
 @dataclass(frozen=True)
@@ -221,6 +288,7 @@ class CacheReport:
     vectors: int
     bytes: int
     limit_bytes: int
+    mapped_bytes: int  # the saved graphs' files mapped read only, not in `bytes` (index_ann)
 
 
 class _Cache:
@@ -229,7 +297,8 @@ class _Cache:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.matrices: OrderedDict[tuple[str, str, str], Matrix] = OrderedDict()
-        # Agents whose matrix alone was over the limit: vec0 answers them from then on.
+        # Agents whose matrix alone was over the limit, mapped or not: vec0 answers them from
+        # then on.
         self.oversized: set[tuple[str, str, str]] = set()
         # (database, table) -> whether its vec0 storage has a layout read here.
         self.formats: dict[tuple[str, str], bool] = {}
@@ -249,6 +318,7 @@ class _Cache:
                 sum(len(m.position) for m in self.matrices.values()),
                 sum(m.nbytes for m in self.matrices.values()),
                 _limit(),
+                sum(m.graph.mapped for m in self.matrices.values() if m.graph is not None),
             )
 
 
@@ -311,7 +381,8 @@ def knn_path(using: str) -> KnnPath:
     return KnnPath(
         "memory_index",
         f"each process's derived index of vec0's storage (made by sqlite-vec {known}); vec0's "
-        "scan answers inside a transaction, and an agent over vector_cache_mb",
+        "scan answers inside a transaction, and an agent over vector_cache_mb until its saved "
+        "graph is built",
     )
 
 
@@ -333,7 +404,7 @@ def knn(
         if key in _CACHE.oversized or not _readable(database, table, using):
             return None
         matrix = _current(key, table, agent_id, using)
-        if matrix is None:
+        if matrix is None or (matrix.mapped and matrix.graph is None):
             return None
         query = unit(np.asarray(embedding, dtype=np.float32))
         return matrix.knn(query, k, filters)
@@ -369,17 +440,29 @@ def _current(
         matrix = None  # mostly deleted rows: a rebuild packs it
     if matrix is None:
         matrix = _build(table, agent_id, last, using)
-        if matrix is not None:
+        if matrix is not None and not matrix.mapped:
             _restore_graph(matrix, key, first, using)
         grown = True
     if matrix is None:
         _CACHE.oversized.add(key)
         return None
+    if matrix.mapped and _looks_again(matrix):
+        _restore_graph(matrix, key, first, using)
     _CACHE.matrices[key] = matrix  # now the most recently used
-    if grown:
-        _start_graph(matrix, key)
+    if grown or matrix.mapped:
+        _start_graph(matrix, key, using)
         _evict()
     return matrix
+
+
+def _looks_again(matrix: Matrix) -> bool:
+    """Whether a mapped matrix looks for a newer saved graph now: it has none or a stale one,
+    and did not look in the last LOOK_SECONDS."""
+    stale = matrix.graph is None or matrix.graph.stale(matrix.alive[: matrix.size])
+    if not stale or time.monotonic() - matrix.looked < LOOK_SECONDS:
+        return False
+    matrix.looked = time.monotonic()
+    return True
 
 
 def _saved_at(key: tuple[str, str, str]) -> tuple[Path, str] | None:
@@ -411,61 +494,98 @@ def _saved_prefix(agent_id: str) -> str:
 
 
 def _restore_graph(matrix: Matrix, key: tuple[str, str, str], first: int, using: str) -> None:
-    """The graph another process built and saved for a matrix just built (index_ann.load),
-    where the change log still says what changed since and it fits the memory bound: a
-    restart or a second worker then needs no build of its own."""
+    """The graph another process built and saved for the matrix (index_ann.load), where the
+    change log still says what changed since, it is newer than the matrix's and fits the
+    memory bound: a restart or a second worker then needs no build of its own. A mapped
+    matrix takes the vectors of the rows it does not answer for into `loose`."""
     where = _saved_at(key)
     if where is None or len(matrix.position) < index_ann.ANN_MIN_ROWS:
         return
     saved = index_ann.load(*where, matrix.dimension)
     if saved is None or not first - 1 <= saved.seen <= matrix.seen:
         return  # none, the log was pruned past it, or it is of another database
+    if matrix.graph is not None and saved.seen <= matrix.graph.seen:
+        return  # not newer than the one it has
     changed = _changed_rows(matrix.table, key[2], saved.seen, using)
     if changed is None:
         return  # the table was reset since
     size = matrix.size
     graph = index_ann.Graph.restored(saved, matrix.ids[:size], matrix.alive[:size], set(changed))
-    if graph.agrees(matrix.vectors) and matrix.nbytes + graph.nbytes <= _limit():
+    if matrix.mapped:
+        _restore_mapped(matrix, graph, key[2], using)
+    elif (
+        graph.agrees(checked := graph.checked_rows(), matrix.vectors[checked])
+        and matrix.nbytes + graph.nbytes <= _limit()
+    ):
         matrix.graph = graph
 
 
-def _start_graph(matrix: Matrix, key: tuple[str, str, str]) -> None:
-    """Build the matrix a graph in a thread where it has none or a stale one, is large enough,
-    and fits the memory bound with it (index_ann); saved for the other processes."""
+def _restore_mapped(matrix: Matrix, graph: index_ann.Graph, agent_id: str, using: str) -> None:
+    """Take `graph` for a mapped matrix where it agrees with vec0 and the rows it does not
+    answer for fit the bound beside the rest: their vectors are read from vec0 into `loose`."""
+    rows = np.flatnonzero(matrix.alive[: matrix.size] & ~graph.indexed)
+    held = matrix.nbytes - (matrix.loose.nbytes if matrix.loose is not None else 0)
+    if held + len(rows) * matrix.dimension * 4 > _limit():
+        return  # too stale: a new one is built (`_start_graph`)
+    checked = graph.checked_rows()
+    if not graph.agrees(checked, _vectors_of(matrix, checked, agent_id, using)):
+        return
+    loose = _Loose(matrix.dimension)
+    loose.put(rows, _vectors_of(matrix, rows, agent_id, using))
+    matrix.graph, matrix.loose = graph, loose
+
+
+def _vectors_of(matrix: Matrix, rows: np.ndarray, agent_id: str, using: str) -> np.ndarray:
+    """These rows' unit vectors as vec0 holds them, in their order (rows deleted meanwhile:
+    zero, never found as near)."""
+    ids = matrix.ids[rows]
+    read = _read(matrix.table, agent_id, ids.tolist(), using)
+    found = dict(zip(read.ids.tolist(), unit(read.vectors), strict=True))
+    vectors = np.zeros((len(rows), matrix.dimension), dtype=np.float32)
+    for at, row_id in enumerate(ids.tolist()):
+        if row_id in found:
+            vectors[at] = found[row_id]
+    return vectors
+
+
+def _start_graph(matrix: Matrix, key: tuple[str, str, str], using: str) -> None:
+    """Build the matrix a graph in a thread where it has none or a stale one and is large
+    enough: in memory where both fit the memory bound (index_ann), saved for the other
+    processes; for a mapped matrix, from vec0's storage and saved (`_build_saved`)."""
     live = len(matrix.position)
-    if matrix.building is not None or matrix.graph_refused or live < index_ann.ANN_MIN_ROWS:
+    if matrix.building is not None or matrix.saving or matrix.graph_refused:
+        return
+    if live < index_ann.ANN_MIN_ROWS:
         return
     if matrix.graph is not None and not matrix.graph.stale(matrix.alive[: matrix.size]):
+        return
+    where = _saved_at(key)
+    if matrix.mapped:
+        if where is not None:
+            matrix.saving = True
+            _thread(_build_saved, matrix, key, where, matrix.seen, using)
         return
     graph_bytes = index_ann.estimated_bytes(live, matrix.dimension)
     if matrix.nbytes - (matrix.graph.nbytes if matrix.graph else 0) + graph_bytes > _limit():
         return
     size = matrix.size
-    graph = index_ann.Graph(matrix.alive[:size], matrix.ids[:size], matrix.dimension)
+    graph = index_ann.Graph(matrix.alive[:size], matrix.ids[:size], matrix.dimension, matrix.seen)
     matrix.building = graph
     # The array as it is now: rows appended later, or after it was grown, are not in the graph.
-    saving = _Saving(*where, matrix.seen) if (where := _saved_at(key)) else None
-    thread = threading.Thread(
-        target=_build_graph,
-        args=(matrix, graph, matrix.vectors, saving),
-        name="orca-ann",
-        daemon=True,
-    )
+    _thread(_build_graph, matrix, graph, matrix.vectors, where)
+
+
+def _thread(target: Callable[..., None], *args: object) -> None:
+    thread = threading.Thread(target=target, args=args, name="orca-ann", daemon=True)
     _CACHE.builds.append(thread)
     thread.start()
 
 
-@dataclass(frozen=True)
-class _Saving:
-    """Where a graph being built is saved, and the change log entry its vectors are as of."""
-
-    folder: Path
-    name: str
-    seen: int
-
-
 def _build_graph(
-    matrix: Matrix, graph: index_ann.Graph, vectors: np.ndarray, saving: _Saving | None
+    matrix: Matrix,
+    graph: index_ann.Graph,
+    vectors: np.ndarray,
+    where: tuple[Path, str] | None,
 ) -> None:
     """The thread's work: the graph built without the lock (usearch releases the GIL) and
     saved, then put in place of the matrix's old one under it."""
@@ -475,19 +595,13 @@ def _build_graph(
     except Exception:
         logger.exception("building an approximate vector index failed; exact search goes on")
         graph, recall = None, 0.0
-    if graph is not None and recall >= index_ann.MIN_RECALL and saving is not None:
+    if graph is not None and recall >= index_ann.MIN_RECALL and where is not None:
         try:
-            graph.save(saving.folder, saving.name, saving.seen)
+            graph.save(*where)
         except (OSError, RuntimeError) as error:  # a full disk: this process keeps it all the same
             logger.warning("an approximate vector index could not be saved (%s)", error)
     if graph is not None and recall < index_ann.MIN_RECALL:
-        logger.warning(
-            "%s: an approximate index found %.2f of the nearest vectors (%.2f needed): they have "
-            "too few near neighbours for it; exact search goes on",
-            matrix.table.name,
-            recall,
-            index_ann.MIN_RECALL,
-        )
+        _warn_recall(matrix.table, recall)
         graph = None
     with _CACHE.lock:
         matrix.building = None
@@ -500,6 +614,68 @@ def _build_graph(
         graph.attach()
         matrix.graph = graph
         _evict()
+
+
+def _build_saved(
+    matrix: Matrix, key: tuple[str, str, str], where: tuple[Path, str], seen: int, using: str
+) -> None:
+    """The thread's work for a mapped matrix: its graph built from vec0's storage a batch at
+    a time, as of log entry `seen`, and saved, by one process at a time (index_ann.building);
+    the matrix then maps it (`_restore_graph`: the rows changed since `seen` go to `loose`).
+    The graph is held in this process's memory while it is built (about 2.8 GB at 1M x
+    1,024): once, for the agent's lifetime and each tenth it grows (STALE_FRACTION)."""
+    refused = False
+    try:
+        with index_ann.building(*where) as ours:
+            if ours:
+                graph, keys = index_ann.build(
+                    matrix.dimension, _batches(matrix.table, key[2], using)
+                )
+                recall = index_ann.recall(graph, keys, _batches(matrix.table, key[2], using))
+                refused = recall < index_ann.MIN_RECALL
+                if refused:
+                    _warn_recall(matrix.table, recall)
+                else:
+                    index_ann.save(graph, keys, *where, seen)
+    except Exception:  # a full disk while saving too: vec0 goes on answering
+        logger.exception("building a large agent's approximate vector index failed")
+        refused = True
+    finally:
+        connections[using].close()  # this thread's own
+    with _CACHE.lock:
+        matrix.saving = False
+        matrix.graph_refused = refused
+        matrix.looked = -LOOK_SECONDS  # look for it at the next query
+
+
+def _batches(
+    table: VectorTable, agent_id: str, using: str
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The agent's rows from vec0's storage, BUILD_CHUNKS chunks at a time: their ids and unit
+    vectors."""
+    execute = _execute(using)
+    chunks = [
+        chunk_id
+        for (chunk_id,) in execute(
+            f"SELECT chunk_id FROM {table.name}_chunks WHERE partition00 = %s ORDER BY chunk_id",
+            [agent_id],
+        )
+    ]
+    for start in range(0, len(chunks), BUILD_CHUNKS):
+        part = chunks[start : start + BUILD_CHUNKS]
+        rows = read_chunks(table, execute, f"c.chunk_id IN ({', '.join(['%s'] * len(part))})", part)
+        if len(rows.ids):
+            yield rows.ids, unit(rows.vectors)
+
+
+def _warn_recall(table: VectorTable, recall: float) -> None:
+    logger.warning(
+        "%s: an approximate index found %.2f of the nearest vectors (%.2f needed): they have "
+        "too few near neighbours for it; exact search goes on",
+        table.name,
+        recall,
+        index_ann.MIN_RECALL,
+    )
 
 
 # What every KNN pays to know whether its matrix is current: two lookups of the log's key.
@@ -565,9 +741,9 @@ def readable(table: VectorTable, execute: Execute) -> bool:
     return storage_version(table, execute) in KNOWN_FORMATS
 
 
-def chunks_sql(table: VectorTable, where: str) -> str:
+def chunks_sql(table: VectorTable, where: str, *, vectors: bool = True) -> str:
     """The statement reading the chunks matching `where` (over `c`, the chunks table): their
-    validity, ids, vectors and each metadata column's data.
+    validity, ids, vectors (or NULL) and each metadata column's data.
 
     vec0 declares its tables' key `rowid PRIMARY KEY` without a type, so the column has no
     affinity and `rowid = +c.chunk_id` (an INTEGER column) cannot use its index: SQLite then
@@ -579,24 +755,40 @@ def chunks_sql(table: VectorTable, where: str) -> str:
         f" JOIN {table.name}_metadatachunks{i:02d} AS m{i} ON m{i}.rowid = +c.chunk_id"
         for i in range(len(table.metadata))
     )
+    if not vectors:
+        return (
+            f"SELECT c.validity, c.rowids, NULL{data} FROM {table.name}_chunks AS c{joins} "
+            f"WHERE {where}"
+        )
     return (
         f"SELECT c.validity, c.rowids, v.vectors{data} FROM {table.name}_chunks AS c "
         f"JOIN {table.name}_vector_chunks00 AS v ON v.rowid = +c.chunk_id{joins} WHERE {where}"
     )
 
 
-def read_chunks(table: VectorTable, execute: Execute, where: str, params: list[object]) -> Rows:
-    """The valid rows of the chunks matching `where` (over `c`, the chunks table)."""
+def read_chunks(
+    table: VectorTable,
+    execute: Execute,
+    where: str,
+    params: list[object],
+    *,
+    vectors: bool = True,
+) -> Rows:
+    """The valid rows of the chunks matching `where` (over `c`, the chunks table); without
+    `vectors`, their ids and metadata only (each row's vector of width 0)."""
     columns = list(table.metadata)
-    chunks = execute(chunks_sql(table, where), params)
-    ids, vectors, metadata = [], [], {name: [] for name in columns}
+    chunks = execute(chunks_sql(table, where, vectors=vectors), params)
+    ids, read, metadata = [], [], {name: [] for name in columns}
     for validity, rowids, blob, *values in chunks:
         slots = len(rowids) // 8
         valid = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")[:slots]
         valid = valid.astype(bool)
         chunk_ids = np.frombuffer(rowids, np.int64)[valid]
         ids.append(chunk_ids)
-        vectors.append(np.frombuffer(blob, np.float32).reshape(slots, -1)[valid])
+        if blob is None:
+            read.append(np.zeros((len(chunk_ids), 0), np.float32))
+        else:
+            read.append(np.frombuffer(blob, np.float32).reshape(slots, -1)[valid])
         for i, (name, value) in enumerate(zip(columns, values, strict=True)):
             if table.metadata[name] == "integer":
                 metadata[name].extend(np.frombuffer(value, np.int64)[valid].tolist())
@@ -605,7 +797,7 @@ def read_chunks(table: VectorTable, execute: Execute, where: str, params: list[o
                 metadata[name].extend(_texts(table, i, chunk_ids, entries, execute))
     if not ids:
         return Rows(np.zeros(0, np.int64), np.zeros((0, 0), np.float32), metadata)
-    return Rows(np.concatenate(ids), np.concatenate(vectors), metadata)
+    return Rows(np.concatenate(ids), np.concatenate(read), metadata)
 
 
 def _texts(
@@ -671,22 +863,31 @@ def _read(table: VectorTable, agent_id: str, row_ids: Sequence[int], using: str)
 
 
 def _build(table: VectorTable, agent_id: str, seen: int, using: str) -> Matrix | None:
-    """The agent's matrix read from vec0's storage (its partition); None if it is over the
-    memory bound. The log was read before: a row written meanwhile is read again from the
-    log next time."""
+    """The agent's matrix read from vec0's storage (its partition): mapped if its vectors are
+    over the memory bound and it is large enough for a graph; None if even that is over the
+    bound, or it is too small. The log was read before: a row written meanwhile is read again
+    from the log next time."""
     execute = _execute(using)
-    ((vector_bytes,),) = execute(
-        f"SELECT coalesce(sum(length(v.vectors)), 0) FROM {table.name}_chunks AS c "
+    ((vector_bytes, slots),) = execute(
+        f"SELECT coalesce(sum(length(v.vectors)), 0), coalesce(sum(length(c.rowids)), 0) / 8 "
+        f"FROM {table.name}_chunks AS c "
         f"JOIN {table.name}_vector_chunks00 AS v ON v.rowid = +c.chunk_id "
         "WHERE c.partition00 = %s",
         [agent_id],
     )
-    if vector_bytes > _limit():
+    if vector_bytes <= _limit():
+        rows = read_chunks(table, execute, "c.partition00 = %s", [agent_id])
+        matrix = Matrix.empty(table, rows.vectors.shape[1], seen, len(rows.ids))
+        matrix.put(rows)
+        return matrix
+    rows = read_chunks(table, execute, "c.partition00 = %s", [agent_id], vectors=False)
+    if len(rows.ids) < index_ann.ANN_MIN_ROWS:
         return None
-    rows = read_chunks(table, execute, "c.partition00 = %s", [agent_id])
-    matrix = Matrix.empty(table, rows.vectors.shape[1], seen, len(rows.ids))
-    matrix.put(rows)
-    return matrix
+    matrix = Matrix.empty(table, vector_bytes // 4 // slots, seen, len(rows.ids))
+    matrix.vectors = np.zeros((0, matrix.dimension), dtype=np.float32)
+    matrix.mapped = True
+    matrix._place(rows)
+    return matrix if matrix.nbytes <= _limit() else None
 
 
 def _evict() -> None:

@@ -65,6 +65,7 @@ def test_it_reports_a_healthy_service_without_auth(client, sql):
                 "vectors": 0,
                 "bytes": 0,
                 "limit_bytes": settings.ORCA.vector_cache_mb * 1024 * 1024,
+                "mapped_bytes": 0,
             },
         }
     else:

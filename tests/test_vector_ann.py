@@ -4,6 +4,7 @@ counted in the memory bound. The threshold is lowered here so that the graphs st
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 from pathlib import Path
@@ -326,11 +327,11 @@ def test_a_saved_graph_whose_vectors_disagree_is_not_taken(monkeypatch):
     # Another database at the same path, whose change log reached as far: other vectors.
     folder = Path(f"{settings.DATABASES['default']['NAME']}{index_numpy.SAVED_GRAPHS}")
     alive = np.ones(600, dtype=bool)
-    other = index_ann.Graph(alive, np.arange(1, 601, dtype=np.int64), DIM)
-    other.build(clustered(600, seed=24))
     (pointer,) = folder.glob("*.json")
     seen = json.loads(pointer.read_text())["seen"]
-    other.save(folder, pointer.name.removesuffix(".json"), seen)
+    other = index_ann.Graph(alive, np.arange(1, 601, dtype=np.int64), DIM, seen)
+    other.build(clustered(600, seed=24))
+    other.save(folder, pointer.name.removesuffix(".json"))
 
     another_process()
     derived("a1", vectors[0])
@@ -371,3 +372,132 @@ def test_forgetting_deletes_the_agents_saved_graphs_and_no_other():
 
     prefix = index_numpy._saved_prefix("a2")
     assert saved_files() and all(name.startswith(prefix) for name in saved_files())
+
+
+# --- an agent over the memory bound: its saved graph alone (mapped) ---------------------------
+
+
+@pytest.fixture
+def one_mib(monkeypatch) -> None:
+    """A bound of 1 MiB: 256 vectors; 1,200 are mapped."""
+    monkeypatch.setattr(settings, "ORCA", dataclasses.replace(settings.ORCA, vector_cache_mb=1))
+    monkeypatch.setattr(index_numpy, "LOOK_SECONDS", 0.0)
+
+
+def mapped_matrix() -> index_numpy.Matrix:
+    (matrix,) = index_numpy._CACHE.matrices.values()
+    assert matrix.mapped and matrix.vectors.size == 0  # no vector of its own but `loose`
+    return matrix
+
+
+def test_an_agent_over_the_bound_is_answered_by_its_saved_graph_alone(one_mib, graph_answers):
+    vectors = clustered(1200, seed=40)
+    put_many(vectors)
+
+    first = derived("a1", vectors[0])  # vec0 answers while the graph is built
+    assert not graph_answers and first[0].id == 1
+    index_numpy.settle()
+    queries = clustered(30, seed=41)
+    assert recall(queries) >= 0.98
+    assert graph_answers and all(graph_answers)
+
+    matrix = mapped_matrix()
+    assert matrix.graph is not None and matrix.graph.mapped > 0
+    report = index_numpy.report()
+    assert (report.matrices, report.graphs) == (1, 1)
+    assert report.bytes <= report.limit_bytes < report.mapped_bytes
+    # Scored from the graph's float16 copy: close to, not exactly, the cosine.
+    for query in queries[:5]:
+        for hit in derived("a1", query):
+            exact = index_numpy.unit(vectors[hit.id - 1]) @ index_numpy.unit(query)
+            assert hit.score == pytest.approx(float(exact), abs=2e-3)
+
+
+def test_a_mapped_agent_answers_what_changed_after_its_graph_was_saved(one_mib, graph_answers):
+    vectors = clustered(1300, seed=42)
+    put_many(vectors[:1200])
+    derived("a1", vectors[0])
+    index_numpy.settle()
+    derived("a1", vectors[0])
+    graph = mapped_matrix().graph
+
+    put_many(vectors[1200:1220], first=1201)  # not in the graph: held in `loose`
+    put(7, vectors[1250], session="moved")  # replaced: its saved vector is old
+    index.vector_delete(MESSAGE_VECTORS, [1, 2, 3])
+
+    assert derived("a1", vectors[1210], k=1)[0].id == 1211
+    assert derived("a1", vectors[1250], k=1)[0].id == 7
+    assert not {1, 2, 3} & {hit.id for hit in derived("a1", vectors[0])}
+    assert mapped_matrix().graph is graph and all(graph_answers)
+    assert recall(clustered(20, seed=43)) >= 0.98
+    # A narrow filter is scored over the rows it leaves, the graph's and `loose`'s alike.
+    moved = (Filter("session_id", "=", "moved"),)
+    assert [hit.id for hit in derived("a1", vectors[0], 10, moved)] == [7]
+    session = (Filter("session_id", "=", "s3"),)
+    query = clustered(1, seed=44)[0]
+    ids = [hit.id for hit in derived("a1", query, 10, session)]
+    assert ids == [hit.id for hit in vec0("a1", query, 10, session)]
+
+
+def test_another_process_maps_a_large_agents_graph_without_building_it(
+    one_mib, monkeypatch, graph_answers
+):
+    vectors = clustered(1200, seed=45)
+    put_many(vectors)
+    derived("a1", vectors[0])
+    index_numpy.settle()
+    put_many(clustered(5, seed=46), first=1201)
+
+    another_process()
+
+    def refused(*args):
+        raise AssertionError("a graph was built where a saved one serves")
+
+    monkeypatch.setattr(index_ann, "build", refused)
+    # Its first query maps the saved graph, and the rows written since are read from vec0.
+    assert derived("a1", vectors[9], k=1)[0].id == 10
+    assert all(graph_answers) and len(mapped_matrix().loose.slots) == 5
+    assert recall(clustered(20, seed=47)) >= 0.98
+
+
+def test_one_process_builds_a_large_agents_graph_the_others_wait_for_it(one_mib):
+    put_many(clustered(1200, seed=48))
+    matrix_query = clustered(1, seed=49)[0]
+    folder = Path(f"{settings.DATABASES['default']['NAME']}{index_numpy.SAVED_GRAPHS}")
+    name = index_numpy._saved_at(
+        (str(settings.DATABASES["default"]["NAME"]), MESSAGE_VECTORS.name, "a1")
+    )[1]
+
+    with index_ann.building(folder, name) as ours:  # another process is building it
+        assert ours
+        derived("a1", matrix_query)
+        index_numpy.settle()
+        matrix = mapped_matrix()
+        assert matrix.graph is None and not matrix.graph_refused
+        assert not list(folder.glob("*.usearch"))  # this process built nothing
+
+    derived("a1", matrix_query)  # the lock is free: this process builds it now
+    index_numpy.settle()
+    derived("a1", matrix_query)
+    assert mapped_matrix().graph is not None
+
+
+def test_a_full_disk_while_saving_a_large_agents_graph_leaves_vec0_answering(
+    one_mib, monkeypatch, caplog, graph_answers
+):
+    def full(self, path):
+        Path(path).write_bytes(b"partial")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(index_ann.Index, "save", full)
+    vectors = clustered(1200, seed=50)
+    put_many(vectors)
+    derived("a1", vectors[0])
+    index_numpy.settle()
+
+    assert [name for name in saved_files() if not name.endswith(".lock")] == []
+    assert "building a large agent's approximate vector index failed" in caplog.text
+    hits = derived("a1", vectors[4])
+    assert hits[0].id == 5 and not graph_answers  # vec0, exact
+    assert_same(hits, vec0("a1", vectors[4]))
+    assert mapped_matrix().graph_refused  # not built again at every query

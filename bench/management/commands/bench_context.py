@@ -385,6 +385,18 @@ class Command(BaseCommand):
             seconds = time.perf_counter() - embedded
             self.stderr.write(f"HNSW indexes built after the fill in {seconds:.1f} s")
 
+    @staticmethod
+    def _call_each(first: dict[str, int], embedder: FakeEmbedder) -> None:
+        """A context call for each agent, in its first session."""
+        for agent_id, number in first.items():
+            context_build(
+                agent_id=agent_id,
+                session_id=f"session-{number}",
+                query="warm up",
+                model_window=8192,
+                embedder=embedder,
+            )
+
     def _warm(self, options: dict[str, Any], agents: int, embedder: FakeEmbedder) -> None:
         """One call per agent before the timed runs: each builds the agent's matrices of the
         derived vector index, as a server's first calls do (timed here, not in the runs)."""
@@ -402,14 +414,7 @@ class Command(BaseCommand):
         first = {}  # each agent's first session
         for number in reversed(range(sessions)):
             first[_agent(number, agents, of=sessions, largest=options["largest"])] = number
-        for agent_id, number in first.items():
-            context_build(
-                agent_id=agent_id,
-                session_id=f"session-{number}",
-                query="warm up",
-                model_window=8192,
-                embedder=embedder,
-            )
+        self._call_each(first, embedder)
         seconds = time.perf_counter() - start
         if connections["default"].vendor != "sqlite":  # the HNSW index answers: nothing built
             self.stderr.write(f"warm-up: {agents} call(s) in {seconds:.1f} s")
@@ -420,6 +425,7 @@ class Command(BaseCommand):
         start = time.perf_counter()
         index_numpy.settle()
         index_text.settle()
+        self._call_each(first, embedder)  # an agent over the memory bound maps its saved graph
         graphs = time.perf_counter() - start
         report = index_numpy.report()
         text = index_text.report()
