@@ -14,8 +14,8 @@ out of it. So every answer covers every live row, and every score is the matrix'
 (the graph only chooses candidates). Once the rows it misses or holds in vain pass
 `STALE_FRACTION` of the matrix, a new graph is built the same way and replaces it.
 
-Built once, for every process: the graph is keyed by row ids, and the process that builds it
-saves it (`Graph.save`: the graph, its keys, the change log entry its vectors are as of),
+Built once, for every process: the graph is keyed by row ids, one process builds it at a
+time (`building`: a lock file beside it) and saves it (`Graph.save`: the graph, its keys, the change log entry its vectors are as of),
 each file written whole before it is named. Another process, or the next start, maps that
 file read only (`load`, `Graph.restored`) in place of a build: the rows the log says changed
 since are not indexed (scored exactly, as rows written after a build are), and a few rows'
@@ -24,8 +24,8 @@ cannot drop rows; they are only no longer indexed, and the staleness rule replac
 
 For an agent whose vectors are over the memory bound, index_numpy holds no matrix of vectors:
 `build` makes its graph from vec0's storage a batch at a time (`recall` checks it the same
-way), one process at a time (`building`), and the saved file, mapped, is the only copy of the
-vectors the process reads (`Graph.vectors`).
+way), and the saved file, mapped, is the only copy of the vectors the process reads
+(`Graph.vectors`).
 
 Filters: the graph knows no metadata. Its candidates are filtered afterwards, so it answers
 only while the filters leave at least `FILTERED_FRACTION` of the live rows (it is then asked
@@ -305,12 +305,15 @@ class Saved:
     bytes: int  # the index file's size
 
 
-def load(folder: Path, name: str, dimension: int) -> Saved | None:
+def load(folder: Path, name: str, dimension: int, *, newer_than: int = -1) -> Saved | None:
     """The graph saved as `name` in `folder`, mapped read only; None when there is none of
-    this layout and dimension, or its files cannot be read."""
+    this layout and dimension as of a log entry after `newer_than`, or its files cannot be
+    read."""
     try:
         pointer = json.loads((folder / f"{name}.json").read_text())
         if pointer.get("format") != SAVED_FORMAT or pointer.get("dimension") != dimension:
+            return None
+        if pointer["seen"] <= newer_than:
             return None
         version = f"{name}.{pointer['seen']}"
         keys = np.load(folder / f"{version}.npy")

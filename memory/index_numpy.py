@@ -23,16 +23,17 @@ per process (`ORCA_VECTOR_CACHE_MB`): the least recently used matrices are dropp
 A matrix of `index_ann.ANN_MIN_ROWS` live rows or more also keeps an approximate (HNSW) graph
 when both fit the bound: built in a background thread, kept current by the same puts and
 removes, it chooses the candidates that the matrix then scores exactly (index_ann). The
-process that builds a graph saves it in a folder beside the database file (`SAVED_GRAPHS`);
-a matrix built in another process, or after a restart, maps it (`_restore_graph`) where the
-change log still reaches back to it, and builds none of its own.
+process that builds a graph saves it in a folder beside the database file (`SAVED_GRAPHS`),
+one process at a time (a lock file: index_ann.building); a matrix of another process, or
+after a restart, maps it (`_restore_graph`, looking for it every LOOK_SECONDS while it has
+none) where the change log still reaches back to it, and builds none of its own.
 
 An agent whose vectors alone are over the bound (1M x 1,024 is 4 GB) is held mapped: the
 matrix keeps its rows' ids and metadata, not their vectors. Its saved graph, mapped read only,
 holds them as float16 and answers alone, and the rows written since it was saved are held
-apart (`_Loose`). That graph is built from vec0's storage a batch at a time, by one process
-(a lock file beside it) in a background thread, and the others map it when it is saved; vec0
-answers the agent until then, and so does it for an agent too small for a graph.
+apart (`_Loose`). That graph is built from vec0's storage a batch at a time in a background
+thread (`_build_saved`); vec0 answers the agent until it is saved, and answers an agent too
+small for a graph.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,8 +62,8 @@ CHANGES = "vector_changes"
 SAVED_GRAPHS = "-graphs"
 # A process that has not looked at the log for this many vector writes rebuilds its matrices.
 RETAIN_CHANGES = 100_000
-# A mapped matrix looks for a newer saved graph at most this often while it has none, or a
-# stale one (another process may be building it).
+# A matrix looks for a newer saved graph at most this often while it has none, or a stale one
+# (another process may be building it).
 LOOK_SECONDS = 10.0
 # The chunks (128 rows each) read at a time while a mapped matrix's graph is built: 32 MiB of
 # vectors at 1,024 dimensions.
@@ -161,7 +163,7 @@ class Matrix:
     mapped: bool = False
     loose: _Loose | None = None
     saving: bool = False  # a mapped matrix's graph being built and saved (`_build_saved`)
-    looked: float = -LOOK_SECONDS  # when a mapped matrix last looked for a saved graph
+    looked: float = -LOOK_SECONDS  # when it last looked for a saved graph (`_looks_again`)
 
     @classmethod
     def empty(cls, table: VectorTable, dimension: int, seen: int, capacity: int) -> Matrix:
@@ -440,13 +442,11 @@ def _current(
         matrix = None  # mostly deleted rows: a rebuild packs it
     if matrix is None:
         matrix = _build(table, agent_id, last, using)
-        if matrix is not None and not matrix.mapped:
-            _restore_graph(matrix, key, first, using)
         grown = True
     if matrix is None:
         _CACHE.oversized.add(key)
         return None
-    if matrix.mapped and _looks_again(matrix):
+    if _looks_again(matrix):
         _restore_graph(matrix, key, first, using)
     _CACHE.matrices[key] = matrix  # now the most recently used
     if grown or matrix.mapped:
@@ -456,8 +456,9 @@ def _current(
 
 
 def _looks_again(matrix: Matrix) -> bool:
-    """Whether a mapped matrix looks for a newer saved graph now: it has none or a stale one,
-    and did not look in the last LOOK_SECONDS."""
+    """Whether the matrix looks for a saved graph now (another process's, or the one saved
+    before a restart): it has none or a stale one, and did not look in the last
+    LOOK_SECONDS."""
     stale = matrix.graph is None or matrix.graph.stale(matrix.alive[: matrix.size])
     if not stale or time.monotonic() - matrix.looked < LOOK_SECONDS:
         return False
@@ -501,11 +502,10 @@ def _restore_graph(matrix: Matrix, key: tuple[str, str, str], first: int, using:
     where = _saved_at(key)
     if where is None or len(matrix.position) < index_ann.ANN_MIN_ROWS:
         return
-    saved = index_ann.load(*where, matrix.dimension)
+    held = matrix.graph.seen if matrix.graph is not None else -1
+    saved = index_ann.load(*where, matrix.dimension, newer_than=held)
     if saved is None or not first - 1 <= saved.seen <= matrix.seen:
-        return  # none, the log was pruned past it, or it is of another database
-    if matrix.graph is not None and saved.seen <= matrix.graph.seen:
-        return  # not newer than the one it has
+        return  # none newer, the log was pruned past it, or it is of another database
     changed = _changed_rows(matrix.table, key[2], saved.seen, using)
     if changed is None:
         return  # the table was reset since
@@ -587,33 +587,44 @@ def _build_graph(
     vectors: np.ndarray,
     where: tuple[Path, str] | None,
 ) -> None:
-    """The thread's work: the graph built without the lock (usearch releases the GIL) and
-    saved, then put in place of the matrix's old one under it."""
+    """The thread's work: the graph built without the cache's lock (usearch releases the GIL)
+    and saved, by one process at a time (index_ann.building: another's graph is mapped once
+    saved, `_looks_again`), then put in place of the matrix's old one under the lock."""
+    with index_ann.building(*where) if where is not None else nullcontext(True) as ours:
+        built = _built(matrix, graph, vectors, where) if ours else None
+    with _CACHE.lock:
+        matrix.building = None
+        if not ours or not any(held is matrix for held in _CACHE.matrices.values()):
+            return  # another process builds it, or dropped meanwhile (evicted, rebuilt, `clear`)
+        old = matrix.graph.nbytes if matrix.graph is not None else 0
+        if built is None or matrix.nbytes - old + built.nbytes > _limit():
+            matrix.graph_refused = True
+            return
+        built.attach()
+        matrix.graph = built
+        _evict()
+
+
+def _built(
+    matrix: Matrix, graph: index_ann.Graph, vectors: np.ndarray, where: tuple[Path, str] | None
+) -> index_ann.Graph | None:
+    """`graph` built from `vectors` and saved; None where it failed or finds too few of the
+    nearest (index_ann.MIN_RECALL). A graph that could not be saved is kept all the same."""
     try:
         graph.build(vectors)
         recall = graph.recall(vectors)
     except Exception:
         logger.exception("building an approximate vector index failed; exact search goes on")
-        graph, recall = None, 0.0
-    if graph is not None and recall >= index_ann.MIN_RECALL and where is not None:
+        return None
+    if recall < index_ann.MIN_RECALL:
+        _warn_recall(matrix.table, recall)
+        return None
+    if where is not None:
         try:
             graph.save(*where)
         except (OSError, RuntimeError) as error:  # a full disk: this process keeps it all the same
             logger.warning("an approximate vector index could not be saved (%s)", error)
-    if graph is not None and recall < index_ann.MIN_RECALL:
-        _warn_recall(matrix.table, recall)
-        graph = None
-    with _CACHE.lock:
-        matrix.building = None
-        if not any(held is matrix for held in _CACHE.matrices.values()):
-            return  # dropped meanwhile (evicted, rebuilt, or `clear`)
-        old = matrix.graph.nbytes if matrix.graph is not None else 0
-        if graph is None or matrix.nbytes - old + graph.nbytes > _limit():
-            matrix.graph_refused = True
-            return
-        graph.attach()
-        matrix.graph = graph
-        _evict()
+    return graph
 
 
 def _build_saved(

@@ -249,8 +249,10 @@ def drop_saved_graphs() -> None:
 
 
 def saved_files() -> list[str]:
+    """The saved graphs' files, without the lock files of their builds (index_ann.building)."""
     folder = Path(f"{settings.DATABASES['default']['NAME']}{index_numpy.SAVED_GRAPHS}")
-    return sorted(path.name for path in folder.glob("*")) if folder.exists() else []
+    names = sorted(path.name for path in folder.glob("*")) if folder.exists() else []
+    return [name for name in names if not name.endswith(".lock")]
 
 
 def another_process() -> None:
@@ -341,6 +343,30 @@ def test_a_saved_graph_whose_vectors_disagree_is_not_taken(monkeypatch):
     index_numpy.settle()
     assert graph_of() is not None and graph_of().mapped == 0
     assert recall(clustered(20, seed=25)) >= 0.98
+
+
+def test_while_another_process_builds_the_graph_this_one_waits_and_maps_it(
+    monkeypatch, graph_answers
+):
+    monkeypatch.setattr(index_numpy, "LOOK_SECONDS", 0.0)
+    vectors = clustered(600, seed=30)
+    put_many(vectors)
+    database = str(settings.DATABASES["default"]["NAME"])
+    folder, name = index_numpy._saved_at((database, MESSAGE_VECTORS.name, "a1"))
+
+    with index_ann.building(folder, name) as ours:  # the other process's build
+        assert ours
+        built()
+        (matrix,) = index_numpy._CACHE.matrices.values()
+        assert matrix.graph is None and not matrix.graph_refused  # exact meanwhile
+        assert saved_files() == []
+        other = index_ann.Graph(np.ones(600, dtype=bool), matrix.ids[:600], DIM, matrix.seen)
+        other.build(matrix.vectors)
+        other.save(folder, name)
+
+    derived("a1", vectors[0])  # its next query maps the other's graph
+    assert graph_of() is not None and graph_of().mapped > 0
+    assert recall(clustered(20, seed=31)) >= 0.98 and all(graph_answers)
 
 
 def test_a_full_disk_while_saving_leaves_no_file_and_this_process_keeps_its_graph(
@@ -495,7 +521,7 @@ def test_a_full_disk_while_saving_a_large_agents_graph_leaves_vec0_answering(
     derived("a1", vectors[0])
     index_numpy.settle()
 
-    assert [name for name in saved_files() if not name.endswith(".lock")] == []
+    assert saved_files() == []
     assert "building a large agent's approximate vector index failed" in caplog.text
     hits = derived("a1", vectors[4])
     assert hits[0].id == 5 and not graph_answers  # vec0, exact
