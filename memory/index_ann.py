@@ -15,8 +15,9 @@ out of it. So every answer covers every live row, and every score is the matrix'
 `STALE_FRACTION` of the matrix, a new graph is built the same way and replaces it.
 
 Built once, for every process: the graph is keyed by row ids, one process builds it at a
-time (`building`: a lock file beside it) and saves it (`Graph.save`: the graph, its keys, the change log entry its vectors are as of),
-each file written whole before it is named. Another process, or the next start, maps that
+time (`building`: a lock file beside it) and saves it (`Graph.save`: the graph, its keys,
+the change log entry its vectors are as of, its search depth), each file written whole
+before it is named. Another process, or the next start, maps that
 file read only (`load`, `Graph.restored`) in place of a build: the rows the log says changed
 since are not indexed (scored exactly, as rows written after a build are), and a few rows'
 vectors are checked against the matrix first (`Graph.agrees`). A graph mapped from its file
@@ -59,23 +60,25 @@ ANN_MIN_ROWS = 20_000
 STALE_FRACTION = 0.1
 # The graph answers a filtered query only if the filters leave at least this share of rows.
 FILTERED_FRACTION = 0.5
-# HNSW's parameters: 16 links a node, and the search depth while building and querying (a
-# query with larger k searches k deep). Building 128 deep took twice as long for the same
-# recall@10 (1.0 at 20,000 x 1,024 clustered).
+# HNSW's parameters: 16 links a node, and the search depth while building. Building 128 deep
+# took twice as long for the same recall@10 (1.0 at 20,000 x 1,024 clustered).
 CONNECTIVITY = 16
 EXPANSION_ADD = 64
-EXPANSION_SEARCH = 64
-_PARAMETERS = {
-    "connectivity": CONNECTIVITY,
-    "expansion_add": EXPANSION_ADD,
-    "expansion_search": EXPANSION_SEARCH,
-}
+_PARAMETERS = {"connectivity": CONNECTIVITY, "expansion_add": EXPANSION_ADD}
+# The search depths a graph may query with (a query with larger k searches k deep): the
+# first whose recall@10 on its own rows reaches TARGET_RECALL (`tune`), of those that visit
+# fewer links than the graph has rows. Where a cluster holds
+# many near ties, a larger graph needs a deeper search: 200,000 x 1,024 in clusters of 1,000
+# found 0.92 at 64 and 0.98 at 128.
+EXPANSIONS = (64, 128, 256, 512)
+TARGET_RECALL = 0.98
 # Candidates asked beyond k: the graph ranks by float16 vectors, which can swap near ties at
 # the k-th place; the matrix scores them all exactly.
 EXTRA_CANDIDATES = 16
 # A graph is kept only if, for SELF_CHECKS of its own rows as queries, it finds this share of
-# the 10 nearest other rows the exact scan finds. Vectors without near neighbours (uniformly
-# random ones) defeat HNSW: recall@10 0.17 at 20,000 x 1,024, against 1.0 clustered.
+# the 10 nearest other rows the exact scan finds at its deepest search. Vectors without near
+# neighbours (uniformly random ones) defeat HNSW: recall@10 0.17 at 20,000 x 1,024, against
+# 1.0 clustered.
 SELF_CHECKS = 20
 MIN_RECALL = 0.9
 # The rows a saved graph is checked on before another process takes it (`Graph.agrees`).
@@ -106,8 +109,7 @@ class Graph:
         self.keys = ids[self._added].copy()
         self.held = len(self._added)  # the keys in the graph, current or not
         self.attached = False
-        # The matrix holds unit vectors: the inner product is the cosine.
-        self.index = Index(ndim=dimension, metric="ip", dtype="f16", **_PARAMETERS)
+        self.index = _index(dimension)
         self.mapped = 0  # the size of the file it is mapped from (`restored`), read only
 
     @classmethod
@@ -136,14 +138,14 @@ class Graph:
             rows = self._added[start : start + _BATCH]
             self.index.add(self.keys[start : start + _BATCH], vectors[rows], threads=1)
 
-    def recall(self, vectors: np.ndarray) -> float:
-        """Recall@10 against the exact scan of the rows it holds (`recall`). Run after `build`,
-        in its thread."""
+    def tune(self, vectors: np.ndarray) -> float:
+        """Its search depth chosen, and its recall@10 then, against the exact scan of the rows
+        it holds (`tune`). Run after `build`, in its thread."""
         batches = (
             (self.keys[start : start + _BATCH], vectors[self._added[start : start + _BATCH]])
             for start in range(0, len(self._added), _BATCH)
         )
-        return recall(self.index, self.keys, batches)
+        return tune(self.index, self.keys, batches)
 
     def attach(self) -> None:
         """Drop the rows changed while it was built; from now on changes apply at once."""
@@ -231,34 +233,61 @@ class Graph:
         return np.vstack(self.index.get(self._key_of(rows), dtype=np.float32))
 
 
-def recall(
-    index: Index, keys: np.ndarray, batches: Iterable[tuple[np.ndarray, np.ndarray]]
-) -> float:
-    """Recall@10 of `index` against the exact nearest among the rows `batches` yields (their
-    keys, unit vectors): for SELF_CHECKS of `keys` as queries (the index's vectors of them),
-    each one's 10 nearest other rows. The rows are read once, a batch at a time, so that a
-    graph of vectors not held in memory is checked as one that is."""
+def tune(index: Index, keys: np.ndarray, batches: Iterable[tuple[np.ndarray, np.ndarray]]) -> float:
+    """Set `index`'s search depth to the first of EXPANSIONS whose recall@10 reaches
+    TARGET_RECALL (else the deepest), and return its recall@10 there: against the exact
+    nearest among the rows `batches` yields (their keys, unit vectors), for SELF_CHECKS of
+    `keys` as queries (the index's vectors of them), each one's 10 nearest other rows. A
+    query is answered as KNN asks the graph: EXTRA_CANDIDATES more, the best of them by
+    score. The rows are read once, a batch at a time, so that a graph of vectors not held in
+    memory is checked as one that is."""
     rng = np.random.default_rng(0)
     picked = keys[rng.choice(len(keys), min(SELF_CHECKS, len(keys)), replace=False)]
     if not len(picked):
         return 0.0
     queries = np.vstack(index.get(picked, dtype=np.float32))
-    k = 10
-    best = np.full((len(picked), k + 1), -np.inf, dtype=np.float32)
-    best_keys = np.full((len(picked), k + 1), -1, dtype=np.int64)
+    exact = _nearest(queries, batches, count=_RECALL_AT + 1)
+    # A search computing a distance for more links than the graph has rows costs more than
+    # the exact scan: not that deep.
+    depths = [depth for depth in EXPANSIONS if depth * CONNECTIVITY <= len(keys)]
+    for expansion in depths or EXPANSIONS[:1]:
+        index.expansion_search = expansion
+        found = 0
+        for key, query, nearest in zip(picked.tolist(), queries, exact, strict=True):
+            candidates = index.search(query, _RECALL_AT + 1 + EXTRA_CANDIDATES, threads=1).keys
+            candidates = candidates[candidates != key]
+            scores = np.vstack(index.get(candidates, dtype=np.float32)) @ query
+            best = candidates[np.argsort(-scores)[:_RECALL_AT]]
+            found += len(set(best.tolist()) & (set(nearest.tolist()) - {key}))
+        recall = found / (_RECALL_AT * len(picked))
+        if recall >= TARGET_RECALL:
+            break
+    return recall
+
+
+# The k of `tune`'s recall.
+_RECALL_AT = 10
+
+
+def _nearest(
+    queries: np.ndarray, batches: Iterable[tuple[np.ndarray, np.ndarray]], count: int
+) -> np.ndarray:
+    """The keys of each query's `count` nearest rows, exactly, of the rows `batches` yields."""
+    best = np.full((len(queries), count), -np.inf, dtype=np.float32)
+    best_keys = np.full((len(queries), count), -1, dtype=np.int64)
     for batch_keys, vectors in batches:
         scores = np.concatenate([best, queries @ vectors.T], axis=1)
-        both = np.concatenate(
-            [best_keys, np.broadcast_to(batch_keys, (len(picked), len(batch_keys)))], axis=1
-        )
-        top = np.argpartition(-scores, k, axis=1)[:, : k + 1]
+        keys = np.broadcast_to(batch_keys, (len(queries), len(batch_keys)))
+        both = np.concatenate([best_keys, keys], axis=1)
+        top = np.argpartition(-scores, count - 1, axis=1)[:, :count]
         best = np.take_along_axis(scores, top, axis=1)
         best_keys = np.take_along_axis(both, top, axis=1)
-    found = 0
-    for key, query, exact in zip(picked.tolist(), queries, best_keys.tolist(), strict=True):
-        graph = index.search(query, k + 1, threads=1).keys.tolist()
-        found += len((set(exact) - {key}) & (set(graph) - {key}))
-    return found / (k * len(picked))
+    return best_keys
+
+
+def _index(dimension: int) -> Index:
+    # The matrix holds unit vectors: the inner product is the cosine.
+    return Index(ndim=dimension, metric="ip", dtype="f16", **_PARAMETERS)
 
 
 def build(
@@ -267,7 +296,7 @@ def build(
     """A graph of the rows `batches` yields (their keys, unit vectors), read once: for an
     agent whose vectors are not held in memory (index_numpy's mapped matrices). Its index and
     keys, as `save` takes them."""
-    index = Index(ndim=dimension, metric="ip", dtype="f16", **_PARAMETERS)
+    index = _index(dimension)
     keys: list[np.ndarray] = []
     for batch_keys, vectors in batches:
         index.add(batch_keys, vectors, threads=1)
@@ -283,7 +312,14 @@ def save(index: Index, keys: np.ndarray, folder: Path, name: str, seen: int) -> 
     version = f"{name}.{seen}"
     _written(folder / f"{version}.usearch", lambda path: index.save(str(path)))
     _written(folder / f"{version}.npy", lambda path: path.write_bytes(_npy(keys)))
-    pointer = json.dumps({"format": SAVED_FORMAT, "seen": seen, "dimension": index.ndim})
+    pointer = json.dumps(
+        {
+            "format": SAVED_FORMAT,
+            "seen": seen,
+            "dimension": index.ndim,
+            "expansion": index.expansion_search,
+        }
+    )
     _written(folder / f"{name}.json", lambda path: path.write_text(pointer))
     for old in folder.glob(f"{name}.*.*"):
         if not old.name.startswith(f"{version}."):
@@ -291,7 +327,7 @@ def save(index: Index, keys: np.ndarray, folder: Path, name: str, seen: int) -> 
 
 
 # The layout of a saved graph's files (`Graph.save`): another is not read.
-SAVED_FORMAT = 1
+SAVED_FORMAT = 2
 
 
 @dataclass(frozen=True)
@@ -318,7 +354,9 @@ def load(folder: Path, name: str, dimension: int, *, newer_than: int = -1) -> Sa
         version = f"{name}.{pointer['seen']}"
         keys = np.load(folder / f"{version}.npy")
         path = folder / f"{version}.usearch"
-        index = Index.restore(str(path), view=True, **_PARAMETERS)
+        index = Index.restore(
+            str(path), view=True, expansion_search=int(pointer["expansion"]), **_PARAMETERS
+        )
         size = path.stat().st_size
     except (OSError, ValueError, KeyError, RuntimeError):
         return None

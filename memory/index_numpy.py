@@ -612,7 +612,7 @@ def _built(
     nearest (index_ann.MIN_RECALL). A graph that could not be saved is kept all the same."""
     try:
         graph.build(vectors)
-        recall = graph.recall(vectors)
+        recall = graph.tune(vectors)
     except Exception:
         logger.exception("building an approximate vector index failed; exact search goes on")
         return None
@@ -642,7 +642,7 @@ def _build_saved(
                 graph, keys = index_ann.build(
                     matrix.dimension, _batches(matrix.table, key[2], using)
                 )
-                recall = index_ann.recall(graph, keys, _batches(matrix.table, key[2], using))
+                recall = index_ann.tune(graph, keys, _batches(matrix.table, key[2], using))
                 refused = recall < index_ann.MIN_RECALL
                 if refused:
                     _warn_recall(matrix.table, recall)

@@ -222,9 +222,11 @@ def test_the_graph_counts_in_the_memory_bound(monkeypatch):
         assert matrix.graph_refused is refused
 
 
-def test_vectors_without_near_neighbours_get_no_graph(caplog):
+def test_vectors_without_near_neighbours_get_no_graph(caplog, monkeypatch):
     """Uniformly random vectors defeat HNSW (every row about as far as every other): the graph's
-    check on its own rows finds too few of the nearest, and the exact scan goes on answering."""
+    check on its own rows finds too few of the nearest, and the exact scan goes on answering.
+    (Searched deep enough, a graph this small finds them: one depth here.)"""
+    monkeypatch.setattr(index_ann, "EXPANSIONS", (64,))
     rng = np.random.default_rng(12)
     uniform = rng.standard_normal((3000, DIM))
     put_many((uniform / np.linalg.norm(uniform, axis=1, keepdims=True)).astype(np.float32))
@@ -238,6 +240,30 @@ def test_vectors_without_near_neighbours_get_no_graph(caplog):
     assert "too few near neighbours" in caplog.text
     query = clustered(1, seed=13)[0]
     assert_same(derived("a1", query), vec0("a1", query))
+
+
+def test_a_graph_that_misses_near_ties_searches_deeper_in_every_process(
+    monkeypatch, request, graph_answers
+):
+    """Rows about as near as each other (here: uniformly random) are found by a deeper search:
+    the graph takes the first depth whose recall@10 reaches the target, else the deepest, and
+    the process that maps its saved file searches as deep."""
+    monkeypatch.setattr(index_ann, "EXPANSIONS", (16, 128))
+    rng = np.random.default_rng(14)
+    uniform = rng.standard_normal((3000, DIM))
+    put_many((uniform / np.linalg.norm(uniform, axis=1, keepdims=True)).astype(np.float32))
+
+    built()
+
+    assert graph_of() is not None and graph_of().index.expansion_search == 128
+    queries = rng.standard_normal((10, DIM)).astype(np.float32)
+    deep = recall(queries)
+    graph_of().index.expansion_search = 16
+    assert recall(queries) < deep and all(graph_answers)
+    another_process()
+    request.getfixturevalue("no_build")
+    derived("a1", queries[0])
+    assert graph_of().mapped > 0 and graph_of().index.expansion_search == 128
 
 
 # --- saved graphs: built once, used by every process -------------------------------------------
