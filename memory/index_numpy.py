@@ -446,10 +446,11 @@ def _current(
     if matrix is None:
         _CACHE.oversized.add(key)
         return None
-    if _looks_again(matrix):
+    looks = _looks_again(matrix)
+    if looks:
         _restore_graph(matrix, key, first, using)
     _CACHE.matrices[key] = matrix  # now the most recently used
-    if grown or matrix.mapped:
+    if grown or looks:
         _start_graph(matrix, key, using)
         _evict()
     return matrix
@@ -457,13 +458,13 @@ def _current(
 
 def _looks_again(matrix: Matrix) -> bool:
     """Whether the matrix looks for a saved graph now (another process's, or the one saved
-    before a restart): it has none or a stale one, and did not look in the last
-    LOOK_SECONDS."""
-    stale = matrix.graph is None or matrix.graph.stale(matrix.alive[: matrix.size])
-    if not stale or time.monotonic() - matrix.looked < LOOK_SECONDS:
+    before a restart), and for a build of its own if there is none: it has none or a stale
+    one, and did not look in the last LOOK_SECONDS."""
+    now = time.monotonic()
+    if now - matrix.looked < LOOK_SECONDS:
         return False
-    matrix.looked = time.monotonic()
-    return True
+    matrix.looked = now
+    return matrix.graph is None or matrix.graph.stale(matrix.alive[: matrix.size])
 
 
 def _saved_at(key: tuple[str, str, str]) -> tuple[Path, str] | None:
