@@ -101,7 +101,9 @@ def day_label(when: date) -> str:
 def minute_label(when: datetime) -> str:
     """ "8 May 2023 13:56": a message's day and time, as the context and its embedded text
     show it."""
-    return f"{day_label(when)} {when:%H:%M}"
+    # The hour and minute as numbers: strftime took half the label's time, and a context
+    # labels each recalled message it tries (100 or more).
+    return f"{day_label(when)} {when.hour:02d}:{when.minute:02d}"
 
 
 @dataclass(frozen=True)

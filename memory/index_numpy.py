@@ -5,7 +5,7 @@ floor: KNN over one agent's 100,000 vectors of 1,024 dimensions took several tim
 in vec0 as a numpy product over the same rows (docs/BENCHMARKS.md, "The derived vector
 index"). So this process keeps, per (database, vector table, agent), a float32 matrix of
 the agent's unit vectors with their metadata, and answers KNN from it exactly (the same
-cosine similarity, the same top k).
+cosine similarity, the same top k), and the similarity of given rows (`similarities`).
 
 Kept current through the change log `vector_changes`, written by `index_sqlite` in the same
 transaction as every vector put or delete: before answering, a matrix reads the log entries
@@ -241,6 +241,14 @@ class Matrix:
             column.values[at] = [column.encode(value) for value in rows.metadata[name]]
         return at
 
+    def similarities(self, query: np.ndarray, row_ids: Iterable[int]) -> list[Hit]:
+        """The similarity of `query` to each of these rows that holds a vector, in their order:
+        the same product as `knn`'s."""
+        held = [row_id for row_id in row_ids if row_id in self.position]
+        at = np.fromiter((self.position[row_id] for row_id in held), np.int64, len(held))
+        scores = self._mapped_scores(at, query) if self.mapped else self.vectors[at] @ query
+        return [Hit(row_id, float(score)) for row_id, score in zip(held, scores, strict=True)]
+
     def remove(self, row_ids: Iterable[int]) -> None:
         gone = [self.position.pop(row_id) for row_id in row_ids if row_id in self.position]
         self.alive[gone] = False
@@ -400,6 +408,39 @@ def knn(
     """The k nearest of the agent's vectors from its matrix, or None where vec0 must answer
     (the agent's matrix is over the memory bound, or the table's storage is of a layout not
     read here)."""
+    return _answered(
+        table, agent_id, embedding, using, lambda matrix, query: matrix.knn(query, k, filters)
+    )
+
+
+def similarities(
+    table: VectorTable,
+    *,
+    agent_id: str,
+    embedding: Sequence[float],
+    row_ids: Iterable[int],
+    using: str,
+) -> list[Hit] | None:
+    """The cosine similarity of the embedding to each of these rows of the agent's matrix that
+    holds a vector, or None where vec0 must answer (as for `knn`)."""
+    return _answered(
+        table,
+        agent_id,
+        embedding,
+        using,
+        lambda matrix, query: matrix.similarities(query, row_ids),
+    )
+
+
+def _answered(
+    table: VectorTable,
+    agent_id: str,
+    embedding: Sequence[float],
+    using: str,
+    ask: Callable[[Matrix, np.ndarray], list[Hit]],
+) -> list[Hit] | None:
+    """`ask`'s answer from the agent's current matrix and the embedding as a unit vector,
+    under the cache's lock as every use of a matrix; None where vec0 must answer."""
     database = str(connections[using].settings_dict["NAME"])
     key = (database, table.name, agent_id)
     with _CACHE.lock:
@@ -408,8 +449,7 @@ def knn(
         matrix = _current(key, table, agent_id, using)
         if matrix is None or (matrix.mapped and matrix.graph is None):
             return None
-        query = unit(np.asarray(embedding, dtype=np.float32))
-        return matrix.knn(query, k, filters)
+        return ask(matrix, unit(np.asarray(embedding, dtype=np.float32)))
 
 
 def _readable(database: str, table: VectorTable, using: str) -> bool:

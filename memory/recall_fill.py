@@ -28,9 +28,16 @@ from memory.context_items import (
 from memory.index_schema import Term
 from memory.models import MainMessage
 from memory.phrases import Phrase
-from memory.recall_render import MESSAGE_TOKENS, REPLY_TOKENS, is_support, recalled_line
+from memory.recall_render import (
+    MESSAGE_TOKENS,
+    REPLY_TOKENS,
+    is_support,
+    recalled_line,
+    shown_whole,
+)
 from memory.relevance import Verdict
 from memory.search import SearchHit
+from memory.tokens import estimate_tokens
 
 RECALL_MIN_ROOM = 20
 # The hits whose reply is taken with them; the other hits' replies come once every hit was
@@ -207,6 +214,12 @@ class RecallFiller:
     def _add(
         self, message: MainMessage, score: float | None, how: str, why: str, allowance: int
     ) -> bool:
+        # A line that shows its whole text costs at least the text's tokens (the estimate never
+        # falls as characters are added): a text over the room left is not rendered. Most
+        # hits tried once the allowance is nearly used are such.
+        too_long = estimate_tokens(message.content) > allowance - self.used
+        if too_long and shown_whole(message, REPLY_TOKENS):
+            return False
         line = self._line(message, REPLY_TOKENS)
         opens = message.session_id not in self.sessions
         cost = Item.tokens_of(RecalledItem.pieces(message.session_id, line, opens=opens))

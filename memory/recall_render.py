@@ -59,15 +59,21 @@ def recalled_line(
     when = f"- [{minute_label(message.timestamp)}]"
     who = speaker(message.role, message.metadata)
     content = message.content
-    if message.role == Role.USER and estimate_tokens(content) <= MESSAGE_TOKENS:
+    if shown_whole(message, reply_tokens):
         text, cut = content, False  # the cut mark's language need not be read
     elif message.role == Role.USER:
         text, cut = truncate_to_tokens(content, MESSAGE_TOKENS, mark=cut_mark(content))
-    elif message.token_count <= reply_tokens:
-        text, cut = content, False
     else:
         text, cut = compact(content, terms, reply_tokens), True
     return f"{when} {message_ref(message.pk)} {who}: {text}" if cut else f"{when} {who}: {text}"
+
+
+def shown_whole(message: MainMessage, reply_tokens: int = REPLY_TOKENS) -> bool:
+    """Whether `recalled_line` shows the message's whole text: the person's words up to
+    MESSAGE_TOKENS, another's up to `reply_tokens`."""
+    if message.role == Role.USER:
+        return estimate_tokens(message.content) <= MESSAGE_TOKENS
+    return message.token_count <= reply_tokens
 
 
 def sentences(text: str) -> list[str]:

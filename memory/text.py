@@ -127,7 +127,10 @@ def _dice(a: str, b: str) -> float:
         return 1.0
     if len(a) < 2 or len(b) < 2:
         return 0.0
-    shared = sum((_bigrams(a) & _bigrams(b)).values())
+    # The multiset intersection counted without building it, over the smaller text's bigrams
+    # (Counter's `&` took half as long again).
+    ours, theirs = sorted((_bigrams(a), _bigrams(b)), key=len)
+    shared = sum(min(count, theirs[bigram]) for bigram, count in ours.items() if bigram in theirs)
     return 2 * shared / (len(a) - 1 + len(b) - 1)
 
 

@@ -482,6 +482,14 @@ def test_a_mapped_agent_answers_what_changed_after_its_graph_was_saved(one_mib, 
     assert not {1, 2, 3} & {hit.id for hit in derived("a1", vectors[0])}
     assert mapped_matrix().graph is graph and all(graph_answers)
     assert recall(clustered(20, seed=43)) >= 0.98
+    # Other lists' hits are scored the same way: the graph's rows and `loose`'s.
+    scored = index.similarities(
+        MESSAGE_VECTORS, agent_id="a1", embedding=list(vectors[0]), row_ids=[5, 7, 1211]
+    )
+    assert [hit.id for hit in scored] == [5, 7, 1211]
+    for hit, row in zip(scored, (4, 1250, 1210), strict=True):
+        exact = index_numpy.unit(vectors[row]) @ index_numpy.unit(vectors[0])
+        assert hit.score == pytest.approx(float(exact), abs=2e-3)
     # A narrow filter is scored over the rows it leaves, the graph's and `loose`'s alike.
     moved = (Filter("session_id", "=", "moved"),)
     assert [hit.id for hit in derived("a1", vectors[0], 10, moved)] == [7]

@@ -100,6 +100,29 @@ def test_it_never_returns_another_agents_rows():
     assert [hit.id for hit in derived("a2", clustered(1, seed=3)[0])] == [2]
 
 
+def test_it_gives_the_similarities_vec0_gives_of_the_agents_live_rows():
+    vectors = clustered(40, seed=11)
+    for row_id, vector in enumerate(vectors, start=1):
+        put(row_id, vector, agent="a1" if row_id <= 30 else "a2")
+    derived("a1", vectors[0])  # builds the matrix
+    index.vector_delete(MESSAGE_VECTORS, [3])
+    asked = [5, 3, 35, 12, 99, 1]  # a deleted row, another agent's, one never written
+    query = list(clustered(1, seed=12)[0])
+
+    found = index.similarities(MESSAGE_VECTORS, agent_id="a1", embedding=query, row_ids=asked)
+    with transaction.atomic():  # inside a transaction vec0 answers
+        expected = index.similarities(
+            MESSAGE_VECTORS, agent_id="a1", embedding=query, row_ids=asked
+        )
+
+    assert [hit.id for hit in found] == [5, 12, 1]
+    assert_same(found, expected)
+    answered_here = index_numpy.similarities(
+        MESSAGE_VECTORS, agent_id="a1", embedding=query, row_ids=asked, using="default"
+    )
+    assert answered_here == found
+
+
 def test_a_vector_written_after_the_matrix_was_built_is_found():
     vectors = clustered(50, seed=4)
     for row_id, vector in enumerate(vectors[:49], start=1):
