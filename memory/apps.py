@@ -18,9 +18,16 @@ class MemoryConfig(AppConfig):
         # command): installing the local model under a running server changes nothing until
         # it restarts, and the web process and the worker started together agree.
         from django.conf import settings
+        from threadpoolctl import threadpool_limits
 
         from memory import auth, embeddings, index, memories, server_settings
         from orca_memory.core.config import log_legacy_notice
+
+        # One BLAS thread a process (numpy is loaded by now: index): each answers a call at a
+        # time beside the other web workers and the task worker on the same cores, where
+        # numpy's thread per core made a context call twice as slow (docs/BENCHMARKS.md,
+        # "One BLAS thread a process").
+        threadpool_limits(limits=1, user_api="blas")
 
         log_legacy_notice(settings.ORCA)  # old configuration keys: once per process
         try:

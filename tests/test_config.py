@@ -512,3 +512,12 @@ def test_the_readme_lists_every_setting_with_its_variable():
     for setting in SETTINGS:
         assert f"`{setting.name}`" in readme, setting.name
         assert f"`{setting.env}`" in readme, setting.env
+
+
+def test_each_process_computes_on_one_blas_thread():
+    """memory's AppConfig.ready limits numpy's BLAS to one thread: a process answers one call
+    at a time beside the other workers on the same cores (docs/BENCHMARKS.md)."""
+    from threadpoolctl import threadpool_info
+
+    blas = [info for info in threadpool_info() if info["user_api"] == "blas"]
+    assert blas and all(info["num_threads"] == 1 for info in blas)
