@@ -96,6 +96,14 @@ def recall(queries: np.ndarray, k: int = 10, filters=()) -> float:
     return sum(found) / (k * len(queries))
 
 
+def assert_cosines(vectors: np.ndarray, queries: np.ndarray, *, within: float) -> None:
+    """Each hit's score is its row's cosine to the query (row id i holds vectors[i - 1])."""
+    for query in queries:
+        for hit in derived("a1", query):
+            exact = index_numpy.unit(vectors[hit.id - 1]) @ index_numpy.unit(query)
+            assert hit.score == pytest.approx(float(exact), abs=within)
+
+
 def graph_of(agent: str = "a1") -> index_ann.Graph | None:
     matrices = index_numpy._CACHE.matrices
     return next(m.graph for key, m in matrices.items() if key[1:] == (MESSAGE_VECTORS.name, agent))
@@ -110,11 +118,7 @@ def test_above_the_threshold_the_graph_answers_with_recall_against_exact(graph_a
     queries = clustered(30, seed=2)
     assert recall(queries, k=10) >= 0.98
     assert graph_answers and all(graph_answers)
-    # The graph only chooses: every score is the exact cosine.
-    for query in queries[:5]:
-        for hit in derived("a1", query):
-            exact = index_numpy.unit(vectors[hit.id - 1]) @ index_numpy.unit(query)
-            assert hit.score == pytest.approx(float(exact), abs=1e-5)
+    assert_cosines(vectors, queries[:5], within=1e-5)  # the graph only chooses
 
 
 def test_the_threshold_boundary():
@@ -321,10 +325,7 @@ def test_a_graph_is_saved_and_another_process_answers_with_it_without_a_build(
     graph = graph_of()
     assert graph is not None and graph.mapped > 0  # mapped from the file, not built
     assert all(graph_answers)
-    for query in queries[:5]:  # the graph only chooses: every score is exact
-        for hit in derived("a1", query):
-            exact = index_numpy.unit(vectors[hit.id - 1]) @ index_numpy.unit(query)
-            assert hit.score == pytest.approx(float(exact), abs=1e-5)
+    assert_cosines(vectors, queries[:5], within=1e-5)  # the graph only chooses
 
 
 def test_what_changed_after_the_save_is_answered_from_the_matrix(graph_answers, request):
@@ -459,10 +460,7 @@ def test_an_agent_over_the_bound_is_answered_by_its_saved_graph_alone(one_mib, g
     assert (report.matrices, report.graphs) == (1, 1)
     assert report.bytes <= report.limit_bytes < report.mapped_bytes
     # Scored from the graph's float16 copy: close to, not exactly, the cosine.
-    for query in queries[:5]:
-        for hit in derived("a1", query):
-            exact = index_numpy.unit(vectors[hit.id - 1]) @ index_numpy.unit(query)
-            assert hit.score == pytest.approx(float(exact), abs=2e-3)
+    assert_cosines(vectors, queries[:5], within=2e-3)
 
 
 def test_a_mapped_agent_answers_what_changed_after_its_graph_was_saved(one_mib, graph_answers):
