@@ -370,9 +370,15 @@ def load(folder: Path, name: str, dimension: int, *, newer_than: int = -1) -> Sa
 @contextmanager
 def building(folder: Path, name: str) -> Iterator[bool]:
     """Whether this process may build the graph saved as `name` now: the lock file beside
-    it, held while the body runs, is not held by another (which then builds and saves it)."""
-    private_dir(folder)
-    descriptor = os.open(folder / f"{name}.lock", os.O_CREAT | os.O_RDWR, PRIVATE_FILE_MODE)
+    it, held while the body runs, is not held by another (which then builds and saves it).
+    Where no lock file can be made (a full disk, a read-only folder) no graph can be saved
+    either: this process builds its own."""
+    try:
+        private_dir(folder)
+        descriptor = os.open(folder / f"{name}.lock", os.O_CREAT | os.O_RDWR, PRIVATE_FILE_MODE)
+    except OSError:
+        yield True
+        return
     try:
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)

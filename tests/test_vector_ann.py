@@ -413,6 +413,28 @@ def test_a_full_disk_while_saving_leaves_no_file_and_this_process_keeps_its_grap
     assert recall(clustered(20, seed=27)) >= 0.98 and all(graph_answers)
 
 
+def test_a_full_disk_before_the_build_leaves_this_process_its_own_graph(
+    monkeypatch, caplog, graph_answers
+):
+    """No lock file can be made: the process builds its graph all the same (it cannot be
+    saved either), and is not left waiting for a build that never comes."""
+    opened = index_ann.os.open
+
+    def full(path, *args):
+        if str(path).endswith(".lock"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return opened(path, *args)
+
+    monkeypatch.setattr(index_ann.os, "open", full)
+    monkeypatch.setattr(index_ann.Index, "save", lambda self, path: full(f"{path}.lock"))
+    put_many(clustered(600, seed=32))
+    built()
+
+    assert graph_of() is not None and graph_of().mapped == 0
+    assert saved_files() == [] and "could not be saved" in caplog.text
+    assert recall(clustered(20, seed=33)) >= 0.98 and all(graph_answers)
+
+
 def test_forgetting_deletes_the_agents_saved_graphs_and_no_other():
     put_many(clustered(400, seed=28))
     put_many(clustered(400, seed=29), first=1001, agent="a2")
