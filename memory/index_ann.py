@@ -24,7 +24,7 @@ vectors are checked against the matrix first (`Graph.agrees`). A graph mapped fr
 cannot drop rows; they are only no longer indexed, and the staleness rule replaces it.
 
 For an agent whose vectors are over the memory bound, index_numpy holds no matrix of vectors:
-`build` makes its graph from vec0's storage a batch at a time (`recall` checks it the same
+`build` makes its graph from vec0's storage a batch at a time (`tune` checks it the same
 way), and the saved file, mapped, is the only copy of the vectors the process reads
 (`Graph.vectors`).
 
@@ -67,9 +67,8 @@ EXPANSION_ADD = 64
 _PARAMETERS = {"connectivity": CONNECTIVITY, "expansion_add": EXPANSION_ADD}
 # The search depths a graph may query with (a query with larger k searches k deep): the
 # first whose recall@10 on its own rows reaches TARGET_RECALL (`tune`), of those that visit
-# fewer links than the graph has rows. Where a cluster holds
-# many near ties, a larger graph needs a deeper search: 200,000 x 1,024 in clusters of 1,000
-# found 0.92 at 64 and 0.98 at 128.
+# fewer links than the graph has rows. Where a cluster holds many near ties, a larger graph
+# needs a deeper search: 200,000 x 1,024 in clusters of 1,000 found 0.92 at 64, 0.98 at 128.
 EXPANSIONS = (64, 128, 256, 512)
 TARGET_RECALL = 0.98
 # Candidates asked beyond k: the graph ranks by float16 vectors, which can swap near ties at
