@@ -217,8 +217,10 @@ class RecallFiller:
         # A line that shows its whole text costs at least the text's tokens (the estimate never
         # falls as characters are added): a text over the room left is not rendered. Most
         # hits tried once the allowance is nearly used are such.
-        too_long = estimate_tokens(message.content) > allowance - self.used
-        if too_long and shown_whole(message, REPLY_TOKENS):
+        if (
+            shown_whole(message, REPLY_TOKENS)
+            and estimate_tokens(message.content) > allowance - self.used
+        ):
             return False
         line = self._line(message, REPLY_TOKENS)
         opens = message.session_id not in self.sessions
