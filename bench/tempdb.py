@@ -10,6 +10,8 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 from django.core.management import call_command
 from django.db import connections
 
+from memory import index
+
 
 def use_temporary_database(path: Path) -> None:
     """Switch the default connection to a new, migrated database and use it until exit.
@@ -18,15 +20,23 @@ def use_temporary_database(path: Path) -> None:
     named after `path` and this process, dropped when the process exits. For commands that
     must never touch the user's data.
     """
-    connection = connections["default"]
-    connection.close()
-    if connection.vendor == "postgresql":
+    if connections["default"].vendor == "postgresql":
         name = create_database(path.stem)
         atexit.register(drop_database, name)
-        connection.settings_dict["NAME"] = name
+        point_at(name)
     else:
-        connection.settings_dict["NAME"] = path
+        point_at(path)
     call_command("migrate", verbosity=0, interactive=False)
+
+
+def point_at(name: str | Path) -> None:
+    """Point the default connection at another database (a file on SQLite), its connections
+    closed first: this thread's and the one that runs text queries beside it
+    (index.close_beside), which would otherwise stay on the database before."""
+    index.close_beside()
+    connection = connections["default"]
+    connection.close()
+    connection.settings_dict["NAME"] = name
 
 
 def create_database(stem: str) -> str:
@@ -38,6 +48,7 @@ def create_database(stem: str) -> str:
 
 
 def drop_database(name: str) -> None:
+    index.close_beside()  # PostgreSQL drops no database while a connection is on it
     connection = connections["default"]
     connection.close()
     with connection._nodb_cursor() as cursor:

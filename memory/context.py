@@ -78,7 +78,9 @@ from memory.search import (
     SAID_BY_THE_PERSON,
     SearchHit,
     SearchQuery,
+    TextSearch,
     search,
+    start_text_search,
 )
 from memory.subagent_run import run_in
 from memory.text import folded, folded_say_the_same, has_terms, message_label
@@ -768,6 +770,11 @@ def context_build(
     # The design's three layers first, each within its share, with its cut order.
     working = _Working(_working_rows(agent_id, session_id, budget))
     newest = working.items(working.fitting(shares["working"]))
+    # Recall's text query, started before the layers are made: on PostgreSQL it runs beside
+    # them. Recall takes it if working memory keeps every message it left out.
+    text = None
+    if query:
+        text = start_text_search(agent_id=agent_id, query=_recall_query(query, newest), now=now)
     short_items, short_left_out = _short_term(
         agent_id, session_id, query, vector, {i.id for i in newest}
     )
@@ -798,7 +805,7 @@ def context_build(
     # Neither repeats a turn a summary in the context stands for.
     summarised = _summarised_messages(agent_id, session_id, layers["short_term"].items)
     recalled = _recall(
-        agent_id, query, embedded, layers, room, shares, summarised, now, long_term.about
+        agent_id, query, embedded, layers, room, shares, summarised, now, long_term.about, text
     )
     layers["recall"], layers["long_term"] = recalled.layer, recalled.long_term
     degraded += [reason for reason in recalled.degraded if reason not in degraded]
@@ -846,6 +853,7 @@ def _recall(
     summarised: set[int],
     now: datetime,
     about: list[LongTermMemory] | None,
+    text: TextSearch | None,
 ) -> _Recalled:
     """The recall layer: what is left of the budget, filled with the best earlier messages
     that reach the relevance floors; long-term memories a recalled message already says make
@@ -859,15 +867,11 @@ def _recall(
     working_ids = {i.id for i in layers["working"].items}
     result = search(
         agent_id=agent_id,
-        query=SearchQuery(
-            query,
-            k=RECALL_CANDIDATES,
-            exclude_ids=frozenset(working_ids),
-            drop_echoes=False,  # the session's own messages are excluded by id
-        ),
+        query=_recall_query(query, layers["working"].items),
         embedded=embedded,
         now=now,
         about=about,
+        text=text,
     )
     skip = dict.fromkeys(summarised, gettext_noop("in a summarised turn")) | dict.fromkeys(
         working_ids, gettext_noop("in working memory")
@@ -896,6 +900,16 @@ def _recall(
     left_out += [left for left in below if left.id not in recalled]
     layer = replace(empty, budget=allowance, method=result.mode, items=items, left_out=left_out)
     return _Recalled(layer, long_term, result.degraded)
+
+
+def _recall_query(query: str, working: list[WorkingItem]) -> SearchQuery:
+    """What recall searches: the earlier messages, those in working memory excluded by id."""
+    return SearchQuery(
+        query,
+        k=RECALL_CANDIDATES,
+        exclude_ids=frozenset(item.id for item in working),
+        drop_echoes=False,  # the session's own messages are excluded by id
+    )
 
 
 def _recall_verdicts(

@@ -13,11 +13,14 @@ provides is declared once, `IndexEngine`; tests/test_index_engines.py holds both
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Iterator, Sequence
+import os
+import threading
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
-from django.db import connections
+from django.db import close_old_connections, connections
 
 from memory import index_postgres, index_sqlite
 from memory.index_schema import (
@@ -74,6 +77,9 @@ class IndexEngine(Protocol):
     both engines' signatures against it, and that this module calls nothing else of them."""
 
     EMBEDDING_READ: str  # the SQL expression vector_rows selects an embedding with
+    # Whether the engine answers in a server process of its own: a query sent on another
+    # connection then runs beside the caller's work (lexical_search_started).
+    ANSWERS_APART: bool
 
     def prepare_connection(self, *, connection: Any) -> None: ...
 
@@ -353,6 +359,85 @@ def lexical_search(
         now=now,
         using=using,
     )
+
+
+# --- a text query beside the caller's work -----------------------------------------------------
+
+# PostgreSQL answers in processes of its own: a text query sent from a second thread, on that
+# thread's connection, runs on the server while the caller goes on with its other work (the
+# context's other layers and its KNN), and a context call took about a fifth less
+# (docs/BENCHMARKS.md, PostgreSQL's "Context assembly"). SQLite's indexes answer in this
+# process, under its GIL: the same thread made calls no faster, so there the query runs when
+# its hits are asked for. One thread per process, and so one more connection: a caller that
+# finds it busy (another request of a threaded server) runs its own query. Inside a
+# transaction the caller's own connection runs it: another would not see the transaction's
+# writes.
+_BESIDE_FREE = threading.Lock()  # held while the thread runs a query
+_beside: tuple[int, ThreadPoolExecutor] | None = None  # (the process id, its thread)
+
+
+def lexical_search_started(
+    table: LexicalTable,
+    *,
+    agent_id: str,
+    query: str,
+    k: int,
+    session_id: str | None = None,
+    filters: Sequence[Filter] = (),
+    exclude: Collection[int] = (),
+    now: datetime | None = None,
+    using: str = "default",
+) -> Callable[[], list[Hit]]:
+    """`lexical_search` with these arguments, started now where that saves time (above): its
+    hits when called, or the error it raised."""
+
+    def search() -> list[Hit]:
+        return lexical_search(
+            table,
+            agent_id=agent_id,
+            query=query,
+            k=k,
+            session_id=session_id,
+            filters=filters,
+            exclude=exclude,
+            now=now,
+            using=using,
+        )
+
+    connection = connections[using]
+    apart = _ENGINES[connection.vendor].ANSWERS_APART
+    if not apart or connection.in_atomic_block or not _BESIDE_FREE.acquire(blocking=False):
+        return search
+    try:
+        return _beside_thread().submit(_on_own_connection, search).result
+    except RuntimeError:  # the interpreter is exiting: no new thread
+        _BESIDE_FREE.release()
+        return search
+
+
+def _beside_thread() -> ThreadPoolExecutor:
+    """This process's thread: made in the process that uses it (a forked server worker does
+    not inherit its parent's threads)."""
+    global _beside
+    if _beside is None or _beside[0] != os.getpid():
+        _beside = (os.getpid(), ThreadPoolExecutor(1, thread_name_prefix="orca-text"))
+    return _beside[1]
+
+
+def _on_own_connection(search: Callable[[], list[Hit]]) -> list[Hit]:
+    """Run on the thread's connection, checked as a request checks its own: one broken by an
+    outage or older than CONN_MAX_AGE is opened again."""
+    try:
+        close_old_connections()
+        return search()
+    finally:
+        _BESIDE_FREE.release()
+
+
+def close_beside() -> None:
+    """Close the thread's connections (a test database is dropped only without them)."""
+    if _beside is not None and _beside[0] == os.getpid():
+        _beside[1].submit(connections.close_all).result()
 
 
 def messages_after(message_id: int, *, using: str = "default") -> list[int]:

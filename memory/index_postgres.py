@@ -27,6 +27,7 @@ import hashlib
 import itertools
 import logging
 import math
+import threading
 import time
 from array import array
 from collections.abc import Collection, Iterable, Sequence
@@ -207,6 +208,9 @@ def vectors_put(table: VectorTable, rows: Sequence[VectorRow], *, using: str = "
 
 # How vector_rows reads an embedding: as pgvector's text, '[0.1,0.2,...]'.
 EMBEDDING_READ = "embedding::text"
+
+# pgvector and tsvector answer in PostgreSQL's own processes (index.lexical_search_started).
+ANSWERS_APART = True
 
 
 def embedding_from_db(value: str) -> list[float]:
@@ -468,6 +472,9 @@ class _ScopeCounts:
 
 
 _SCOPE_COUNTS: dict[tuple[str, str, str], _ScopeCounts] = {}
+# Held while the kept counts are walked or changed: recall's text query runs in a thread of
+# its own beside the caller's (index.lexical_search_started).
+_SCOPE_COUNTS_LOCK = threading.Lock()
 
 
 def forget_term_counts() -> None:
@@ -494,11 +501,12 @@ def _scope_counts(
             cursor.execute(f"SELECT count(*) FROM {name} AS f WHERE {scope}", scope_params)
             counts = _ScopeCounts(cursor.fetchone()[0], time.monotonic())
             if kept and counts.rows >= PRUNE_FROM_ROWS:
-                for stale in [
-                    k for k, kept_counts in _SCOPE_COUNTS.items() if not kept_counts.current()
-                ]:
-                    del _SCOPE_COUNTS[stale]  # agents not searched for a while
-                _SCOPE_COUNTS[key] = counts
+                with _SCOPE_COUNTS_LOCK:
+                    for stale in [
+                        k for k, kept_counts in _SCOPE_COUNTS.items() if not kept_counts.current()
+                    ]:
+                        del _SCOPE_COUNTS[stale]  # agents not searched for a while
+                    _SCOPE_COUNTS[key] = counts
         missing = [term for term in terms if term not in counts.docs]
         if missing:
             counts.docs.update(_term_rows(cursor, table, scope, scope_params, missing, counts.rows))

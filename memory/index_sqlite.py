@@ -202,6 +202,10 @@ def _log_changes(cursor: Any, table: VectorTable, changes: list[tuple[str, int]]
 # How vector_rows reads an embedding: vec0 returns the float32 blob it stores.
 EMBEDDING_READ = "embedding"
 
+# The derived indexes answer in this process, FTS5 and vec0 in this thread's connection: a query
+# started from another thread would contend for the GIL (index.lexical_search_started).
+ANSWERS_APART = False
+
 
 def embedding_from_db(value: bytes) -> list[float]:
     return array("f", value).tolist()

@@ -381,6 +381,35 @@ def _without_session(query: SearchQuery) -> tuple[Filter, ...]:
     return (Filter("session_id", "!=", query.exclude_session),)
 
 
+@dataclass(frozen=True)
+class TextSearch:
+    """A search's text query, started before the caller's other work (`start_text_search`)."""
+
+    agent_id: str
+    query: SearchQuery
+    now: datetime
+    hits: Callable[[], list[Hit]]  # waits for them where the query runs beside the caller
+
+
+def start_text_search(*, agent_id: str, query: SearchQuery, now: datetime) -> TextSearch:
+    """The query's text search, started: on PostgreSQL it runs beside the caller's work
+    (index.lexical_search_started), so that a caller with more to do first (the context's
+    layers before its recall) starts it early."""
+    since, until = _since_until(query)
+    filters = _filters(query, since, until, time_column="timestamp", time_value=_stored_time)
+    hits = index.lexical_search_started(
+        index.MESSAGE_TEXT,
+        agent_id=agent_id,
+        query=query.text,
+        k=_pool(query),
+        session_id=query.session_id,
+        filters=(*filters, *_without_session(query)),
+        exclude=query.exclude_ids,
+        now=now,
+    )
+    return TextSearch(agent_id, query, now, hits)
+
+
 def search(
     *,
     agent_id: str,
@@ -388,6 +417,7 @@ def search(
     embedded: QueryEmbedding | None = None,
     now: datetime | None = None,
     about: Sequence[LongTermMemory] | None = None,
+    text: TextSearch | None = None,
 ) -> SearchResult:
     """The agent's best messages for the query, hybrid candidates fused by `fuse_weighted`;
     sub-agent transcripts are never searched.
@@ -395,10 +425,30 @@ def search(
     `embedded` is the query's vector when the caller has it already (the context's recall);
     `now` is when relative dates in the query count from (the context's one clock; the time
     of the call otherwise); `about` the memories about the query (`memories.memories_about`)
-    when the caller judged them already (the context's long-term layer).
+    when the caller judged them already (the context's long-term layer); `text` its text
+    search when the caller started it (`start_text_search`), taken if it was started for
+    this agent, query and time.
     """
-    found = candidates(agent_id=agent_id, query=query, embedded=embedded, now=now, about=about)
+    found = candidates(
+        agent_id=agent_id, query=query, embedded=embedded, now=now, about=about, text=text
+    )
     return found.best(fuse_weighted)
+
+
+def _since_until(query: SearchQuery) -> tuple[datetime | None, datetime | None]:
+    """The query's bounds as UTC instants, one for both indexes, whatever offset it was given
+    with."""
+    since = None if query.since is None else _utc(query.since)
+    until = None if query.until is None else _utc(query.until)
+    return since, until
+
+
+def _pool(query: SearchQuery) -> int:
+    """How many hits each index brings. One more than needed: the caller's own question may
+    be among them (`_without_echoes`). Replies weighed: each list brings a pool, so that the
+    person's words can move up."""
+    weighed = not asks_about_replies(query.text)
+    return (max(query.k, POOL) if query.mode == "hybrid" or weighed else query.k) + 1
 
 
 def candidates(
@@ -408,22 +458,23 @@ def candidates(
     embedded: QueryEmbedding | None = None,
     now: datetime | None = None,
     about: Sequence[LongTermMemory] | None = None,
+    text: TextSearch | None = None,
 ) -> Candidates:
     """`search` before its fusion: the candidates of both indexes, merged. The evaluation calls
     it to compare other fusions (bench.evaluation.FUSIONS)."""
-    # One instant for both indexes, whatever offset it was given with.
-    since = None if query.since is None else _utc(query.since)
-    until = None if query.until is None else _utc(query.until)
-    # One more than needed: the caller's own question may be among them (`_without_echoes`).
-    # Replies weighed: each list brings a pool, so that the person's words can move up.
+    since, until = _since_until(query)
     weighed = not asks_about_replies(query.text)
-    pool = (max(query.k, POOL) if query.mode == "hybrid" or weighed else query.k) + 1
+    pool = _pool(query)
     mode = query.mode
     degraded: list[str] = []
     vectors: list[Hit] = []
     query_vector: tuple[float, ...] | None = None
     embedding: QueryEmbedding | None = None
     at = now or timezone.now()  # relative days and periods count from one instant
+    if text is not None and (text.agent_id, text.query, text.now) != (agent_id, query, at):
+        text = None  # started for another query: the context's working memory was cut
+    if text is None and mode != "vector":
+        text = start_text_search(agent_id=agent_id, query=query, now=at)  # beside the KNN
     if mode != "lexical":
         embedding = embedded or query_embedding(query.text)
         query_vector = embedding.vector
@@ -439,18 +490,8 @@ def candidates(
                 _filters(query, since, until, time_column="created_at", time_value=_epoch_seconds),
             )
     lexical: list[Hit] = []
-    if mode != "vector":
-        filters = _filters(query, since, until, time_column="timestamp", time_value=_stored_time)
-        lexical = index.lexical_search(
-            index.MESSAGE_TEXT,
-            agent_id=agent_id,
-            query=query.text,
-            k=pool,
-            session_id=query.session_id,
-            filters=(*filters, *_without_session(query)),
-            exclude=query.exclude_ids,
-            now=at,
-        )
+    if mode != "vector":  # hybrid or lexical asked, or lexical when vectors could not answer
+        lexical = (text or start_text_search(agent_id=agent_id, query=query, now=at)).hits()
     hybrid = query.mode == "hybrid"
     said, remembered = frozenset[int](), frozenset[int]()
     if hybrid:

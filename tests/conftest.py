@@ -40,6 +40,9 @@ def _fresh_index_tables_after_transactional_tests(request):
 
         from memory import index, index_postgres, index_sqlite
 
+        # The connection of the thread that runs text queries beside a context call (kept
+        # only outside transactions): the test database is dropped only without it.
+        index.close_beside()
         # Kept only outside transactions: by such tests.
         index_sqlite.forget_term_counts()
         index_postgres.forget_term_counts()

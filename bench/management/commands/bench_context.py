@@ -34,7 +34,7 @@ from tqdm import tqdm
 
 from bench import knn_postgres
 from bench.measure import median_and_range, percentile
-from bench.tempdb import use_temporary_database
+from bench.tempdb import point_at, use_temporary_database
 from bench.vectors import DISTRIBUTIONS
 from memory import index, index_numpy, index_text
 from memory.context import context_build
@@ -292,9 +292,7 @@ class Command(BaseCommand):
             return
         path = kept / f"context-{shape}.db"
         if path.exists():
-            connection = connections["default"]
-            connection.close()
-            connection.settings_dict["NAME"] = path
+            point_at(path)
             # A store kept by an older version gets the tables added since (its data stays).
             call_command("migrate", verbosity=0, interactive=False)
             return
@@ -303,9 +301,8 @@ class Command(BaseCommand):
         building.unlink(missing_ok=True)
         use_temporary_database(building)
         self._fill(options, agents, embedder)
-        connections["default"].close()
+        point_at(path)  # closed before the rename, opened on the new name when next used
         building.rename(path)  # only a whole store is kept
-        connections["default"].settings_dict["NAME"] = path
 
     def _open_kept_database(
         self, options: dict[str, Any], agents: int, embedder: FakeEmbedder, name: str
@@ -315,7 +312,7 @@ class Command(BaseCommand):
         file is."""
         connection = connections["default"]
         name = name.replace("-", "_")
-        connection.close()
+        point_at(name)  # opened when next used: by then it exists
         with connection._nodb_cursor() as cursor:
             cursor.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name])
             kept = cursor.fetchone() is not None
@@ -323,13 +320,12 @@ class Command(BaseCommand):
                 cursor.execute(f'DROP DATABASE IF EXISTS "{name}_new"')
                 cursor.execute(f'CREATE DATABASE "{name}_new"')
         if not kept:
-            connection.settings_dict["NAME"] = f"{name}_new"
+            point_at(f"{name}_new")
             call_command("migrate", verbosity=0, interactive=False)
             self._fill(options, agents, embedder)
-            connection.close()
+            point_at(name)  # none left on the database renamed
             with connection._nodb_cursor() as cursor:
                 cursor.execute(f'ALTER DATABASE "{name}_new" RENAME TO "{name}"')
-        connection.settings_dict["NAME"] = name
 
     def _fill(self, options: dict[str, Any], agents: int, embedder: FakeEmbedder) -> None:
         rng = random.Random(7)

@@ -22,10 +22,11 @@ from typing import Any
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
-from django.db import connections
+from django.db import connection
 
 from bench.management.commands.bench_context import _agent, _sentence
 from bench.measure import percentile
+from bench.tempdb import point_at
 from memory import index_sqlite, index_text
 from memory.index_schema import MESSAGE_TEXT
 
@@ -54,9 +55,7 @@ class Command(BaseCommand):
         parser.add_argument("--agent", type=int, default=0, help="the agent's number")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        connection = connections["default"]
-        connection.close()  # open on the configured database for the checks
-        connection.settings_dict["NAME"] = options["store"]
+        point_at(options["store"])  # open on the configured database for the checks
         call_command("migrate", verbosity=0, interactive=False)  # the text change log
         # The index of any agent, however small: this measures it.
         index_text.MIN_ROWS = 1
