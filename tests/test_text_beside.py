@@ -166,3 +166,21 @@ def test_a_forked_process_makes_its_own_thread(monkeypatch):
     monkeypatch.setattr(index, "_beside", (-1, parent))  # made by another process
     child = index._beside_thread()
     assert child is not parent and index._beside_thread() is child
+
+
+@on_postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_dropped_connection_of_the_thread_is_opened_again(text_threads):
+    """The server ended the thread's connection between two calls (a restart, an idle
+    timeout): the next call's query opens a new one, as a request's own connection would."""
+    past_sessions()
+    first = build()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        assert cursor.fetchall()  # the thread's connection was there
+    again = build()
+    assert text_threads[1].startswith("orca-text")
+    assert recalled(again) == recalled(first) and recalled(again)
