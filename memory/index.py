@@ -78,7 +78,7 @@ class IndexEngine(Protocol):
 
     EMBEDDING_READ: str  # the SQL expression vector_rows selects an embedding with
     # Whether the engine answers in a server process of its own: a query sent on another
-    # connection then runs beside the caller's work (lexical_search_started).
+    # connection then runs beside the caller's work (`started`).
     ANSWERS_APART: bool
 
     def prepare_connection(self, *, connection: Any) -> None: ...
@@ -376,34 +376,9 @@ _BESIDE_FREE = threading.Lock()  # held while the thread runs a query
 _beside: tuple[int, ThreadPoolExecutor] | None = None  # (the process id, its thread)
 
 
-def lexical_search_started(
-    table: LexicalTable,
-    *,
-    agent_id: str,
-    query: str,
-    k: int,
-    session_id: str | None = None,
-    filters: Sequence[Filter] = (),
-    exclude: Collection[int] = (),
-    now: datetime | None = None,
-    using: str = "default",
-) -> Callable[[], list[Hit]]:
-    """`lexical_search` with these arguments, started now where that saves time (above): its
-    hits when called, or the error it raised."""
-
-    def search() -> list[Hit]:
-        return lexical_search(
-            table,
-            agent_id=agent_id,
-            query=query,
-            k=k,
-            session_id=session_id,
-            filters=filters,
-            exclude=exclude,
-            now=now,
-            using=using,
-        )
-
+def started(search: Callable[[], list[Hit]], *, using: str = "default") -> Callable[[], list[Hit]]:
+    """An index's read (`lexical_search` with its arguments bound), started now where that
+    saves time (above): its hits when called, or the error it raised."""
     connection = connections[using]
     apart = _ENGINES[connection.vendor].ANSWERS_APART
     if not apart or connection.in_atomic_block or not _BESIDE_FREE.acquire(blocking=False):

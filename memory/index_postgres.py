@@ -209,7 +209,7 @@ def vectors_put(table: VectorTable, rows: Sequence[VectorRow], *, using: str = "
 # How vector_rows reads an embedding: as pgvector's text, '[0.1,0.2,...]'.
 EMBEDDING_READ = "embedding::text"
 
-# pgvector and tsvector answer in PostgreSQL's own processes (index.lexical_search_started).
+# pgvector and tsvector answer in PostgreSQL's own processes (index.started).
 ANSWERS_APART = True
 
 
@@ -473,7 +473,7 @@ class _ScopeCounts:
 
 _SCOPE_COUNTS: dict[tuple[str, str, str], _ScopeCounts] = {}
 # Held while the kept counts are walked or changed: recall's text query runs in a thread of
-# its own beside the caller's (index.lexical_search_started).
+# its own beside the caller's (index.started).
 _SCOPE_COUNTS_LOCK = threading.Lock()
 
 

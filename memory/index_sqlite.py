@@ -203,7 +203,7 @@ def _log_changes(cursor: Any, table: VectorTable, changes: list[tuple[str, int]]
 EMBEDDING_READ = "embedding"
 
 # The derived indexes answer in this process, FTS5 and vec0 in this thread's connection: a query
-# started from another thread would contend for the GIL (index.lexical_search_started).
+# started from another thread would contend for the GIL (index.started).
 ANSWERS_APART = False
 
 

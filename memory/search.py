@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any, Literal, get_args
 
 from django.utils import timezone
@@ -393,11 +394,12 @@ class TextSearch:
 
 def start_text_search(*, agent_id: str, query: SearchQuery, now: datetime) -> TextSearch:
     """The query's text search, started: on PostgreSQL it runs beside the caller's work
-    (index.lexical_search_started), so that a caller with more to do first (the context's
+    (index.started), so that a caller with more to do first (the context's
     layers before its recall) starts it early."""
     since, until = _since_until(query)
     filters = _filters(query, since, until, time_column="timestamp", time_value=_stored_time)
-    hits = index.lexical_search_started(
+    search = partial(
+        index.lexical_search,
         index.MESSAGE_TEXT,
         agent_id=agent_id,
         query=query.text,
@@ -407,7 +409,7 @@ def start_text_search(*, agent_id: str, query: SearchQuery, now: datetime) -> Te
         exclude=query.exclude_ids,
         now=now,
     )
-    return TextSearch(agent_id, query, now, hits)
+    return TextSearch(agent_id, query, now, index.started(search))
 
 
 def search(

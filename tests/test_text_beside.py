@@ -1,4 +1,4 @@
-"""Recall's text query started before the context's other layers (index.lexical_search_started):
+"""Recall's text query started before the context's other layers (index.started):
 on PostgreSQL it runs in a thread of its own, on that thread's connection, beside the caller's
 work; elsewhere, inside a transaction or with that thread busy, in the caller's thread. Either
 way the context is the same."""
