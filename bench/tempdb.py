@@ -52,7 +52,9 @@ def drop_database(name: str) -> None:
     connection = connections["default"]
     connection.close()
     with connection._nodb_cursor() as cursor:
-        cursor.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        # FORCE: at exit, the connection of index.close_beside's thread, which ended before
+        # this ran, may still be open.
+        cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def database_url(url: str, name: str) -> str:

@@ -5,12 +5,16 @@ way the context is the same."""
 
 from __future__ import annotations
 
+import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
+import psycopg
 import pytest
 from django.db import OperationalError, connection, transaction
 
+from bench.tempdb import create_database, drop_database
 from memory import index, index_postgres, index_sqlite
 from memory.context import context_build
 from memory.search import SearchQuery, search, start_text_search
@@ -184,3 +188,26 @@ def test_a_dropped_connection_of_the_thread_is_opened_again(text_threads):
     again = build()
     assert text_threads[1].startswith("orca-text")
     assert recalled(again) == recalled(first) and recalled(again)
+
+
+@on_postgres
+@pytest.mark.django_db(transaction=True)
+def test_at_exit_a_temporary_database_is_dropped_though_the_thread_left_its_connection(
+    monkeypatch,
+):
+    """An evaluation's temporary database is dropped at exit (bench.tempdb), after the
+    interpreter ended the thread: its connection may still be open, and close_beside can no
+    longer reach it."""
+    name = create_database("beside")
+    params = {**connection.get_connection_params(), "dbname": name}
+    left_open = psycopg.connect(**params)  # what the ended thread's connection leaves
+    ended = ThreadPoolExecutor(1)
+    ended.shutdown()
+    monkeypatch.setattr(index, "_beside", (os.getpid(), ended))
+    try:
+        drop_database(name)
+    finally:
+        left_open.close()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_database WHERE datname = %s", [name])
+        assert cursor.fetchone() == (0,)
