@@ -772,12 +772,11 @@ def context_build(
     newest = working.items(working.fitting(shares["working"]))
     # Recall's text query, started before the layers are made: on PostgreSQL it runs beside
     # them. Recall takes it if working memory keeps every message it left out.
+    newest_ids = {i.id for i in newest}
     text = None
     if query:
-        text = start_text_search(agent_id=agent_id, query=_recall_query(query, newest), now=now)
-    short_items, short_left_out = _short_term(
-        agent_id, session_id, query, vector, {i.id for i in newest}
-    )
+        text = start_text_search(agent_id=agent_id, query=_recall_query(query, newest_ids), now=now)
+    short_items, short_left_out = _short_term(agent_id, session_id, query, vector, newest_ids)
     long_term = _long_term(agent_id, query, embedded, identity, now)
     sources = source_message_ids([item.id for item in long_term.chosen])  # one query for all
     long_items = [replace(item, source_ids=sources.get(item.id, ())) for item in long_term.chosen]
@@ -867,7 +866,7 @@ def _recall(
     working_ids = {i.id for i in layers["working"].items}
     result = search(
         agent_id=agent_id,
-        query=_recall_query(query, layers["working"].items),
+        query=_recall_query(query, working_ids),
         embedded=embedded,
         now=now,
         about=about,
@@ -902,12 +901,12 @@ def _recall(
     return _Recalled(layer, long_term, result.degraded)
 
 
-def _recall_query(query: str, working: list[WorkingItem]) -> SearchQuery:
+def _recall_query(query: str, working_ids: set[int]) -> SearchQuery:
     """What recall searches: the earlier messages, those in working memory excluded by id."""
     return SearchQuery(
         query,
         k=RECALL_CANDIDATES,
-        exclude_ids=frozenset(item.id for item in working),
+        exclude_ids=frozenset(working_ids),
         drop_echoes=False,  # the session's own messages are excluded by id
     )
 
