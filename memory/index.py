@@ -373,8 +373,18 @@ def lexical_search(
 # finds it busy (another request of a threaded server) runs its own query. Inside a
 # transaction the caller's own connection runs it: another would not see the transaction's
 # writes.
-_BESIDE_FREE = threading.Lock()  # held while the thread runs a query
-_beside: tuple[int, ThreadPoolExecutor] | None = None  # (the process id, its thread)
+_beside_free = threading.Lock()  # held while the thread runs a query
+_beside: ThreadPoolExecutor | None = None  # this process's thread, made when first used
+
+
+def _forget_the_parents_thread() -> None:
+    """In a forked process: none of the parent's threads run there, and the lock may have been
+    taken by a query the parent's thread was running. The child makes its own of both."""
+    global _beside, _beside_free
+    _beside, _beside_free = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_the_parents_thread)
 
 
 def started(search: Callable[[], list[Hit]], *, using: str = "default") -> Callable[[], list[Hit]]:
@@ -382,22 +392,20 @@ def started(search: Callable[[], list[Hit]], *, using: str = "default") -> Calla
     saves time (above): its hits when called, or the error it raised."""
     connection = connections[using]
     apart = _ENGINES[connection.vendor].ANSWERS_APART
-    if not apart or connection.in_atomic_block or not _BESIDE_FREE.acquire(blocking=False):
+    if not apart or connection.in_atomic_block or not _beside_free.acquire(blocking=False):
         return search
     try:
         return _beside_thread().submit(_on_own_connection, search).result
     except RuntimeError:  # the interpreter is exiting: no new thread
-        _BESIDE_FREE.release()
+        _beside_free.release()
         return search
 
 
 def _beside_thread() -> ThreadPoolExecutor:
-    """This process's thread: made in the process that uses it (a forked server worker does
-    not inherit its parent's threads)."""
     global _beside
-    if _beside is None or _beside[0] != os.getpid():
-        _beside = (os.getpid(), ThreadPoolExecutor(1, thread_name_prefix="orca-text"))
-    return _beside[1]
+    if _beside is None:
+        _beside = ThreadPoolExecutor(1, thread_name_prefix="orca-text")
+    return _beside
 
 
 def _on_own_connection(search: Callable[[], list[Hit]]) -> list[Hit]:
@@ -407,16 +415,16 @@ def _on_own_connection(search: Callable[[], list[Hit]]) -> list[Hit]:
         close_old_connections()
         return search()
     finally:
-        _BESIDE_FREE.release()
+        _beside_free.release()
 
 
 def close_beside() -> None:
     """Close the thread's connections (a test database is dropped only without them)."""
-    if _beside is None or _beside[0] != os.getpid():
+    if _beside is None:
         return
     # At exit the interpreter ends the thread before this runs: nothing can be sent to it.
     with contextlib.suppress(RuntimeError):
-        _beside[1].submit(connections.close_all).result()
+        _beside.submit(connections.close_all).result()
 
 
 def messages_after(message_id: int, *, using: str = "default") -> list[int]:

@@ -97,11 +97,11 @@ def test_on_postgresql_recall_text_query_runs_beside_the_caller_with_the_same_co
 @pytest.mark.django_db(transaction=True)
 def test_with_the_thread_busy_the_caller_runs_its_own_query(text_threads):
     past_sessions()
-    assert index._BESIDE_FREE.acquire(blocking=False)  # another request's query
+    assert index._beside_free.acquire(blocking=False)  # another request's query
     try:
         busy = build()
     finally:
-        index._BESIDE_FREE.release()
+        index._beside_free.release()
     assert text_threads == [threading.current_thread().name]
     assert recalled(busy) == recalled(build())
     assert text_threads[1].startswith("orca-text")
@@ -119,8 +119,8 @@ def test_an_error_in_the_thread_reaches_the_caller_and_frees_the_thread(monkeypa
     monkeypatch.setattr(index_postgres, "lexical_search", gone)
     with pytest.raises(OperationalError, match="closed the connection"):
         search(agent_id="a1", query=SearchQuery("cat"))
-    assert index._BESIDE_FREE.acquire(blocking=False)  # the thread is free again
-    index._BESIDE_FREE.release()
+    assert index._beside_free.acquire(blocking=False)  # the thread is free again
+    index._beside_free.release()
     monkeypatch.setattr(index_postgres, "lexical_search", search_as_before)
     hits = search(agent_id="a1", query=SearchQuery("cat", mode="lexical")).hits
     assert [hit.message.content for hit in hits] == [
@@ -165,11 +165,32 @@ def test_a_text_search_started_for_another_query_is_not_taken():
     assert 1 not in [hit.message.pk for hit in hits]
 
 
-def test_a_forked_process_makes_its_own_thread(monkeypatch):
+# What is tested is the fork of a process with threads, which Python warns of.
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_process_forked_while_the_thread_ran_a_query_makes_its_own_thread_and_lock():
+    """A server worker forked from a process whose thread was busy: the thread does not run
+    in the child, and the lock it held would stay taken there for good."""
     parent = index._beside_thread()
-    monkeypatch.setattr(index, "_beside", (-1, parent))  # made by another process
-    child = index._beside_thread()
-    assert child is not parent and index._beside_thread() is child
+    assert index._beside_free.acquire(blocking=False)  # the parent's thread runs a query
+    try:
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: answers through the pipe, and never returns to pytest
+            try:
+                lock_free = index._beside_free.acquire(blocking=False)
+                own = index._beside_thread()
+                answer = f"{lock_free} {own is not parent} {own.submit(os.getpid).result()}"
+                os.write(write, answer.encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        with os.fdopen(read) as pipe:
+            answer = pipe.read()
+        os.waitpid(pid, 0)
+    finally:
+        index._beside_free.release()
+    assert answer == f"True True {pid}"
+    assert index._beside_thread() is parent
 
 
 @on_postgres
@@ -203,7 +224,7 @@ def test_at_exit_a_temporary_database_is_dropped_though_the_thread_left_its_conn
     left_open = psycopg.connect(**params)  # what the ended thread's connection leaves
     ended = ThreadPoolExecutor(1)
     ended.shutdown()
-    monkeypatch.setattr(index, "_beside", (os.getpid(), ended))
+    monkeypatch.setattr(index, "_beside", ended)
     try:
         drop_database(name)
     finally:
