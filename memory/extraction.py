@@ -413,9 +413,18 @@ _QUOTED = re.compile(r"[\"“「『][^\"”」』]*[\"”」』]")
 # Where a sentence may fall into clauses (not at a dash: what follows one elaborates), and what
 # begins one: the speaker as a subject, or the listener.
 _SEPARATOR = re.compile(r"\s*[,，;；]\s*")
+# The words that join a clause to the one before it ("but I hate crowds", "而且我不吃辣").
+_JOINING_EN = r"and|but|so|also|plus|though"
+_JOINING_ZH = r"而且|但是?|不过|并且|另外|还有|所以|然后|因此"
 _STATEMENT_START = re.compile(
-    r"^(and |but |so |also |plus |though )?(i|we|my|our|let's|let us|you|your)\b"
-    r"|^(而且|但是?|不过|并且|另外|还有|所以|然后|因此)?(我|咱们|请|帮我|麻烦|你|您)",
+    rf"^(({_JOINING_EN}) )?(i|we|my|our|let's|let us|you|your)\b"
+    rf"|^({_JOINING_ZH})?(我|咱们|请|帮我|麻烦|你|您)",
+    re.IGNORECASE,
+)
+# A statement stands alone as a memory: without the word that joined it to the clause before
+# ("我对花生过敏，另外我下个月要去成都出差" gives "我下个月要去成都出差").
+_JOINED = re.compile(
+    rf"^({_JOINING_EN}),?\s+(?=(i|we|my|our)\b)|^({_JOINING_ZH})[,，]?\s*(?=我|咱们)",
     re.IGNORECASE,
 )
 _AND_I = re.compile(r"\s+(and|but|so|plus)\s+(?=(i|we|let's)\b)", re.IGNORECASE)
@@ -439,8 +448,13 @@ def sentences(text: str) -> list[str]:
 
 
 def _without_greeting(sentence: str) -> str:
-    rest = _GREETING.sub("", sentence)
-    return rest[:1].upper() + rest[1:] if rest != sentence else sentence
+    return _without(_GREETING, sentence)
+
+
+def _without(opening: re.Pattern[str], text: str) -> str:
+    """The text without what `opening` matches at its start, capitalised again."""
+    rest = opening.sub("", text, count=1)
+    return rest[:1].upper() + rest[1:] if rest != text else text
 
 
 def _pieces(sentence: str) -> list[tuple[int, int]]:
@@ -640,7 +654,7 @@ def statements(sentence: str) -> list[tuple[str, str]]:
             text = _text(sentence, span)
             kind = _cue(text)
             if kind is not None:
-                found.append((kind, text))
+                found.append((kind, _without(_JOINED, text)))
     return found
 
 

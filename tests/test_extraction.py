@@ -187,6 +187,28 @@ def test_each_statement_of_a_sentence_is_a_memory_of_its_own():
     assert memories(first, later) == [("fact", "我叫小王"), ("fact", "我是后端工程师。")]
 
 
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (
+            "I love hiking, but I hate crowds.",
+            [("preference", "I love hiking"), ("preference", "I hate crowds.")],
+        ),
+        ("But my sister lives in Lisbon.", [("fact", "My sister lives in Lisbon.")]),
+        ("So, we adopted a cat.", [("fact", "We adopted a cat.")]),
+        (
+            "我对花生过敏，另外我下个月要去成都出差。",
+            [("fact", "我对花生过敏"), ("fact", "[8 May 2023] 我下个月要去成都出差。")],
+        ),
+        ("我是素食者，而且我不吃辣。", [("fact", "我是素食者"), ("preference", "我不吃辣。")]),
+        # Not a joining word: a word that begins with one.
+        ("Android is my favourite OS.", [("fact", "Android is my favourite OS.")]),
+    ],
+)
+def test_a_statement_stands_alone_without_the_word_that_joined_it(content, expected):
+    assert memories(said(content)) == expected
+
+
 def test_a_clause_without_a_cue_stays_with_the_statement_it_explains():
     message = said("I had a day out with the gang last weekend, we went biking.")
     assert memories(message) == [

@@ -48,7 +48,7 @@ ENGLISH: list[tuple[str, Expected]] = [
         "I live in Lisbon, so my timezone is WET.",
         (
             ("fact", "I live in Lisbon"),
-            ("fact", "my timezone is WET"),
+            ("fact", "My timezone is WET"),
         ),
     ),
     ("I'm in UTC+8.", (("fact", "UTC+8"),)),
