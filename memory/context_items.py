@@ -120,7 +120,8 @@ class SummaryItem(Item):
 class MemoryItem(Item):
     """A long-term memory, with the day it became true (so a newer value reads as newer):
     "- [type, since 8 May 2023] text", "- [type, since 8 May 2023, expired] text" once it
-    expired."""
+    expired. A memory whose text opens with that day, anchoring its relative time ("[8 May
+    2023] I went climbing yesterday"), is not dated twice: "- [type] [8 May 2023] ..."."""
 
     memory_type: str
     expired: bool
@@ -141,7 +142,9 @@ class MemoryItem(Item):
         since: date,
         **fields: Any,
     ) -> MemoryItem:
-        label = f"{memory_type}, since {day_label(since)}{', expired' if expired else ''}"
+        day = day_label(since)
+        held = "" if content.startswith(f"[{day}]") else f", since {day}"
+        label = f"{memory_type}{held}{', expired' if expired else ''}"
         sent = (as_line(f"- [{label}] {content}"),)
         return cls(
             memory_id,

@@ -4,7 +4,7 @@ then; a supersession can be undone. The offline rule, the chat model's choice, a
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from functools import partial
 
 import numpy as np
@@ -14,6 +14,7 @@ from django.utils import timezone
 from memory import consolidation, embeddings, vectors
 from memory.cleanup import cleanup
 from memory.context import context_build
+from memory.context_items import MemoryItem
 from memory.dates import day_label
 from memory.embeddings import LocalEmbedder
 from memory.extraction import Extracted, speaks_for_a_person
@@ -191,6 +192,21 @@ def test_the_context_never_shows_a_superseded_memory_and_dates_the_current_one(
         assert [item.id for item in items] == [berlin.pk]
         assert items[0].sent == ("- [fact, since 15 June 2026] I moved to Berlin\n",)
         assert "Paris" not in context.messages[0]["content"]
+
+
+def test_a_memory_anchored_to_the_day_it_holds_from_is_not_dated_twice():
+    """A memory's relative time is anchored in its own text ("[15 June 2026] ... yesterday"):
+    its line does not say that day again, and says another day it holds from."""
+
+    def line(since: date, *, expired: bool = False) -> str:
+        text = "[15 June 2026] I moved to Berlin yesterday"
+        fields = {"confidence": 0.5, "access_count": 0, "curated": False}
+        item = MemoryItem.made(1, text, memory_type="fact", expired=expired, since=since, **fields)
+        return item.sent[0]
+
+    assert line(date(2026, 6, 15)) == "- [fact] [15 June 2026] I moved to Berlin yesterday\n"
+    assert line(date(2026, 6, 15), expired=True).startswith("- [fact, expired] [15 June 2026]")
+    assert line(date(2026, 6, 20)).startswith("- [fact, since 20 June 2026] [15 June 2026]")
 
 
 def test_the_api_lists_current_memories_and_asks_as_of_a_time(api, paris_then_berlin):
