@@ -60,11 +60,13 @@ ANN_MIN_ROWS = 20_000
 STALE_FRACTION = 0.1
 # The graph answers a filtered query only if the filters leave at least this share of rows.
 FILTERED_FRACTION = 0.5
-# HNSW's parameters: 16 links a node, and the search depth while building. Building 128 deep
-# took twice as long for the same recall@10 (1.0 at 20,000 x 1,024 clustered).
+# HNSW's parameters: 16 links a node, and the search depth while building. Clusters of many
+# near ties need a deep build: at 1,000,000 x 1,024 clustered, built 64 deep the graph found
+# at most 0.878 of the exact 10 however deep the search (2,048); built 256 deep, 1.000 at 256
+# deep, as fast, in the same memory, for 2.7 times the build (docs/BENCHMARKS.md, "One agent
+# at 1M"). 32 links built 128 deep found 0.996 in 11% more memory. At 20,000 all find 1.0.
 CONNECTIVITY = 16
-EXPANSION_ADD = 64
-_PARAMETERS = {"connectivity": CONNECTIVITY, "expansion_add": EXPANSION_ADD}
+EXPANSION_ADD = 256
 # The search depths a graph may query with (a query with larger k searches k deep): the
 # first whose recall@10 on its own rows reaches TARGET_RECALL (`tune`), of those that visit
 # fewer links than the graph has rows. Where a cluster holds many near ties, a larger graph
@@ -77,9 +79,9 @@ EXTRA_CANDIDATES = 16
 # A graph is kept only if, for SELF_CHECKS of its own rows as queries, it finds this share of
 # the 10 nearest other rows the exact scan finds at its deepest search. Vectors without near
 # neighbours (uniformly random ones) defeat HNSW: recall@10 0.17 at 20,000 x 1,024, against
-# 1.0 clustered. Rows among many near ties are missed more, and mostly for one another:
-# 1,000,000 clustered rows (the 10 nearest of a row within 0.02 of each other) found 0.85 at
-# the deepest search.
+# 1.0 clustered. Rows among many near ties are missed more, and mostly for one another
+# (1,000,000 clustered rows, the 10 nearest of a row within 0.02 of each other, found 0.85
+# built 64 deep).
 SELF_CHECKS = 20
 MIN_RECALL = 0.8
 # The rows a saved graph is checked on before another process takes it (`Graph.agrees`).
@@ -288,7 +290,11 @@ def _nearest(
 
 def _index(dimension: int) -> Index:
     # The matrix holds unit vectors: the inner product is the cosine.
-    return Index(ndim=dimension, metric="ip", dtype="f16", **_PARAMETERS)
+    return Index(ndim=dimension, metric="ip", dtype="f16", **_parameters())
+
+
+def _parameters() -> dict[str, int]:
+    return {"connectivity": CONNECTIVITY, "expansion_add": EXPANSION_ADD}
 
 
 def build(
@@ -327,7 +333,8 @@ def save(index: Index, keys: np.ndarray, folder: Path, name: str, seen: int) -> 
             old.unlink(missing_ok=True)
 
 
-# The layout of a saved graph's files (`Graph.save`): another is not read.
+# The layout of a saved graph's files (`Graph.save`): another is not read. (A graph saved
+# when builds went 64 deep is still read: it is replaced when the next build is due.)
 SAVED_FORMAT = 2
 
 
@@ -356,7 +363,7 @@ def load(folder: Path, name: str, dimension: int, *, newer_than: int = -1) -> Sa
         keys = np.load(folder / f"{version}.npy")
         path = folder / f"{version}.usearch"
         index = Index.restore(
-            str(path), view=True, expansion_search=int(pointer["expansion"]), **_PARAMETERS
+            str(path), view=True, expansion_search=int(pointer["expansion"]), **_parameters()
         )
         size = path.stat().st_size
     except (OSError, ValueError, KeyError, RuntimeError):
