@@ -44,6 +44,8 @@ from memory.tokens import estimate_tokens
 from memory.vectors import embed_pending, prepare_index, query_vector
 
 AGENT = "bench-agent"
+RECALL_K = 10  # --recall's k
+RECALL_SEED = 29  # --recall's query words
 START = datetime(2026, 1, 1, tzinfo=UTC)
 WORDS = [
     "tea",
@@ -202,6 +204,14 @@ class Command(BaseCommand):
             "so that two versions of the code can be timed on the same store",
         )
         parser.add_argument(
+            "--recall",
+            type=int,
+            default=0,
+            metavar="N",
+            help="also the derived index's recall@10 against vec0's exact scan, for N queries "
+            "of the agent the runs ask about (SQLite)",
+        )
+        parser.add_argument(
             "--split",
             action="store_true",
             help="also write where a call's time goes: its SQL statements by what they read",
@@ -252,6 +262,8 @@ class Command(BaseCommand):
             embedder = FakeEmbedder(dimension, options["vectors"])
             self._open_store(options, agents, embedder, Path(folder))
             self._warm(options, agents, embedder)
+            if compare and options["recall"]:
+                self.stderr.write(self._recall(options, agents, dimension))
             for _ in range(options["runs"]):
                 for knn_by, (p50s, p95s) in rows.items():
                     wrapper = split if split and knn_by == engine else None
@@ -431,6 +443,24 @@ class Command(BaseCommand):
             f"index(es) in {graphs:.1f} s more; {report.bytes / 2**20:.0f} MiB, text "
             f"{text.bytes / 2**20:.0f} MiB"
         )
+
+    def _recall(self, options: dict[str, Any], agents: int, dimension: int) -> str:
+        """recall@10 of the messages' KNN (the derived index: its graph where it has one)
+        against vec0's exact scan, for the agent holding the first session (the largest).
+        Its own embedder and words, so that the timed runs ask what they ask without it."""
+        agent = _agent(0, agents, of=options["sessions"], largest=options["largest"])
+        embedder = FakeEmbedder(dimension, options["vectors"])
+        rng = random.Random(RECALL_SEED)
+        found = 0
+        for _ in range(options["recall"]):
+            vector = query_vector(embedder, f"{_sentence(rng, 6)} #{rng.random()}")
+            asked = {"agent_id": agent, "embedding": vector, "k": RECALL_K}
+            derived = {hit.id for hit in index.knn(index.MESSAGE_VECTORS, **asked)}
+            with _vector_cache_off():
+                exact = {hit.id for hit in index.knn(index.MESSAGE_VECTORS, **asked)}
+            found += len(derived & exact)
+        share = found / (RECALL_K * options["recall"])
+        return f"recall@{RECALL_K} against vec0: {share:.3f} ({options['recall']} queries, {agent})"
 
     def _measure(
         self, options: dict[str, Any], agents: int, embedder: FakeEmbedder, rng: random.Random
