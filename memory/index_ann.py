@@ -78,10 +78,10 @@ TARGET_RECALL = 0.98
 EXTRA_CANDIDATES = 16
 # A graph is kept only if, for SELF_CHECKS of its own rows as queries, it finds this share of
 # the 10 nearest other rows the exact scan finds at its deepest search. Vectors without near
-# neighbours (uniformly random ones) defeat HNSW: recall@10 0.17 at 20,000 x 1,024, against
-# 1.0 clustered. Rows among many near ties are missed more, and mostly for one another
-# (1,000,000 clustered rows, the 10 nearest of a row within 0.02 of each other, found 0.85
-# built 64 deep).
+# neighbours (uniformly random ones) defeat HNSW: recall@10 0.17 at 20,000 x 1,024 built 64
+# deep, against 1.0 clustered. Rows among many near ties are missed more, and mostly for one
+# another (1,000,000 clustered rows, the 10 nearest of a row within 0.02 of each other, found
+# 0.85 built 64 deep).
 SELF_CHECKS = 20
 MIN_RECALL = 0.8
 # The rows a saved graph is checked on before another process takes it (`Graph.agrees`).
