@@ -37,11 +37,18 @@ def _secret_key() -> str:
     return shared_secret(ORCA.data_dir / "secret_key")
 
 
+def _environ(name: str, default: str) -> str:
+    """The variable, or `default` when it is unset or empty: an empty variable counts as
+    unset, as for every setting (README, Configuration). `ORCA_ALLOWED_HOSTS=` would
+    otherwise refuse every request, and `ORCA_LOG_LEVEL=` stop the start."""
+    return os.environ.get(name) or default
+
+
 SECRET_KEY = _secret_key()
 DEBUG = os.environ.get("ORCA_DEBUG", "") == "1"
 ALLOWED_HOSTS = [
     host.strip()
-    for host in os.environ.get("ORCA_ALLOWED_HOSTS", "127.0.0.1,localhost").split(",")
+    for host in _environ("ORCA_ALLOWED_HOSTS", "127.0.0.1,localhost").split(",")
     if host.strip()
 ]
 
@@ -198,7 +205,7 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("ORCA_LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": _environ("ORCA_LOG_LEVEL", "INFO")},
     # The MCP SDK logs every request of /mcp at INFO (the manager and transport each stateless
     # request makes and ends); its warnings and errors still show.
     "loggers": {"mcp": {"level": "WARNING"}},

@@ -94,6 +94,34 @@ def test_an_empty_environment_variable_does_not_override(tmp_path):
     assert (config.llm_provider, config.llm_model) == ("ollama", "qwen2.5:7b")
 
 
+@pytest.mark.slow
+def test_empty_django_variables_count_as_unset(tmp_path):
+    """As the configuration's: `ORCA_ALLOWED_HOSTS=` answered no host, `ORCA_LOG_LEVEL=`
+    stopped every command with a ValueError from logging."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import logging, django; from django.conf import settings; django.setup(); "
+            "print(settings.ALLOWED_HOSTS, logging.getLevelName(logging.getLogger().level))",
+        ],
+        cwd=ROOT,
+        env={
+            "ORCA_HOME": str(tmp_path),
+            "PATH": "/usr/bin:/bin",
+            "DJANGO_SETTINGS_MODULE": "orca_memory.settings",
+            "EMBEDDING_PROVIDER": "none",
+            "ORCA_ALLOWED_HOSTS": "",
+            "ORCA_LOG_LEVEL": "",
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "['127.0.0.1', 'localhost'] INFO"
+
+
 def test_a_malformed_file_names_the_file_and_line(tmp_path):
     path = write_config(tmp_path, '[siliconflow]\napi_key = "sk-1"\nbase_url = https://x\n')
     with pytest.raises(ConfigError) as error:
