@@ -111,7 +111,7 @@ bench: install
 	$(BIN)/python manage.py loadtest --context-every 0 --runs 3 --batch 100
 	$(BIN)/python manage.py loadtest --clients 1 --messages 1000 --context-every 0 --runs 3
 	$(BIN)/python manage.py loadtest --clients 1 --messages 1000 --context-every 0 --runs 3 --batch 1000
-	ORCA_EMBEDDING_PROVIDER=none $(BIN)/python manage.py loadtest --context-every 0 --runs 3
+	EMBEDDING_PROVIDER=none $(BIN)/python manage.py loadtest --context-every 0 --runs 3
 	$(BIN)/python manage.py loadtest --context-every 0 --runs 3 --stub-latency-ms 100
 	$(BIN)/python manage.py bench_embedding $(LOCOMO) --batch-sizes 5 16 32 64
 	$(BIN)/python manage.py bench_embedding $(LOCOMO) --stub-latency-ms 0

@@ -64,6 +64,8 @@ def test_batches_and_single_posts_interleaved_from_several_clients_lose_nothing(
         "--stub-latency-ms",
         "10",
         check=False,
+        # An operator's own provider: the stand-in's variables must win over it.
+        EMBEDDING_PROVIDER="none",
     )
 
     assert result.returncode == 0, result.stdout + result.stderr

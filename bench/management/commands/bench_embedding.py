@@ -98,7 +98,7 @@ class Command(BaseCommand):
 
     def _measure(self, embedder: embeddings.Embedder | None, options: dict[str, Any]) -> None:
         if embedder is None:
-            raise CommandError("No embedding provider is configured (ORCA_EMBEDDING_PROVIDER).")
+            raise CommandError("No embedding provider is configured (EMBEDDING_PROVIDER).")
         sizes = options["batch_sizes"] or sorted({5, embedder.batch_size})
         with tempfile.TemporaryDirectory(prefix="orca-bench-embedding-") as folder:
             use_temporary_database(Path(folder) / "embedding.db")

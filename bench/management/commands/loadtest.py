@@ -417,11 +417,14 @@ def _provider(stub_latency_ms: float | None) -> Iterator[dict[str, str]]:
     with running_stub_provider(latency_ms=stub_latency_ms, dimension=dimension) as url:
         # The OpenAI-compatible provider: SiliconFlow's client (HttpEmbedder, batch 5) without
         # SiliconFlow's chat model, which a SiliconFlow key would also turn on for summaries.
+        # The current keys: they win over an operator's own `EMBEDDING_*` variables, which
+        # the old ones would not.
         yield {
-            "ORCA_EMBEDDING_PROVIDER": "openai",
-            "OPENAI_API_KEY": STUB_API_KEY,
-            "OPENAI_BASE_URL": url,
-            "OPENAI_EMBEDDING_MODEL": STUB_MODEL,
+            "EMBEDDING_PROVIDER": "openai",
+            "EMBEDDING_API_KEY": STUB_API_KEY,
+            "EMBEDDING_BASE_URL": url,
+            "EMBEDDING_MODEL": STUB_MODEL,
+            "EMBEDDING_DIMENSION": str(dimension),
         }
 
 
