@@ -23,6 +23,18 @@ from orca_memory.core.config import (
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def run_alone(home: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`python ARGS` in a process with ORCA_HOME=home and only `env` beside it."""
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=ROOT,
+        env={"ORCA_HOME": str(home), "PATH": "/usr/bin:/bin", **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 def write_config(home: Path, text: str) -> Path:
     home.mkdir(parents=True, exist_ok=True)
     path = home / "config.toml"
@@ -98,25 +110,15 @@ def test_an_empty_environment_variable_does_not_override(tmp_path):
 def test_empty_django_variables_count_as_unset(tmp_path):
     """As the configuration's: `ORCA_ALLOWED_HOSTS=` answered no host, `ORCA_LOG_LEVEL=`
     stopped every command with a ValueError from logging."""
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import logging, django; from django.conf import settings; django.setup(); "
-            "print(settings.ALLOWED_HOSTS, logging.getLevelName(logging.getLogger().level))",
-        ],
-        cwd=ROOT,
-        env={
-            "ORCA_HOME": str(tmp_path),
-            "PATH": "/usr/bin:/bin",
-            "DJANGO_SETTINGS_MODULE": "orca_memory.settings",
-            "EMBEDDING_PROVIDER": "none",
-            "ORCA_ALLOWED_HOSTS": "",
-            "ORCA_LOG_LEVEL": "",
-        },
-        capture_output=True,
-        text=True,
-        timeout=120,
+    result = run_alone(
+        tmp_path,
+        "-c",
+        "import logging, django; from django.conf import settings; django.setup(); "
+        "print(settings.ALLOWED_HOSTS, logging.getLevelName(logging.getLogger().level))",
+        DJANGO_SETTINGS_MODULE="orca_memory.settings",
+        EMBEDDING_PROVIDER="none",
+        ORCA_ALLOWED_HOSTS="",
+        ORCA_LOG_LEVEL="",
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "['127.0.0.1', 'localhost'] INFO"
@@ -183,14 +185,7 @@ def test_an_api_key_is_never_repeated_in_an_error(tmp_path):
 @pytest.mark.slow
 def test_the_service_refuses_to_start_on_a_malformed_file(tmp_path):
     write_config(tmp_path, "[orca\n")
-    result = subprocess.run(
-        [sys.executable, "manage.py", "check"],
-        cwd=ROOT,
-        env={"ORCA_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = run_alone(tmp_path, "manage.py", "check")
     assert result.returncode != 0
     assert f"configuration error: {tmp_path / 'config.toml'}" in result.stderr
     assert "line 1" in result.stderr
@@ -515,18 +510,12 @@ def test_embedding_provider_none_stays_valid_in_the_old_key(tmp_path):
 
 @pytest.mark.slow
 def test_the_notice_about_old_keys_is_logged_once_as_a_process_starts(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "manage.py", "check"],
-        cwd=ROOT,
-        env={
-            "ORCA_HOME": str(tmp_path),
-            "PATH": "/usr/bin:/bin",
-            "SILICONFLOW_API_KEY": "sk-old-secret",
-            "ORCA_EMBEDDING_PROVIDER": "none",
-        },
-        capture_output=True,
-        text=True,
-        timeout=120,
+    result = run_alone(
+        tmp_path,
+        "manage.py",
+        "check",
+        SILICONFLOW_API_KEY="sk-old-secret",
+        ORCA_EMBEDDING_PROVIDER="none",
     )
     assert result.returncode == 0, result.stderr
     assert result.stderr.count("old keys in use") == 1
