@@ -15,7 +15,7 @@ What goes with the messages forgotten, in one transaction with the receipt:
 - the whole history of the memories forgotten, and of those an ordinary delete removed
   earlier from a forgotten session (the history keeps a deleted memory's text);
 - the consolidation runs of the forgotten sessions;
-- the idempotency records naming a forgotten message are scrubbed (`idempotency.forget_messages`).
+- the idempotency records naming a forgotten message are scrubbed (`idempotency.scrub`).
 After the commit, the lines of the forgotten messages leave the JSONL backup
 (`jsonl.backup_drop`), so `migrate_jsonl` of the backup folder cannot bring them back (for
 a session or an agent, its lines of messages said before the forget was asked: a message

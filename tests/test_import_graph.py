@@ -174,6 +174,7 @@ ENTRY_POINTS = {
     "memory.apps",
     "memory.mcp_server",
     "memory.tasks",
+    "memory.templatetags.words",
     "memory.urls",
     "memory.views",
     "memory.views_forget",
