@@ -136,10 +136,10 @@ TEMPLATES = [
 # Every SQLite connection: WAL, so readers never wait for the writer; NORMAL sync (durable in
 # WAL mode but for a power loss); writers queue behind each other (IMMEDIATE transactions) and a
 # 10 s busy timeout absorbs bursts of concurrent API calls and background embedding without
-# "database is locked"; vec0's exact scan (inside transactions, and wherever the derived
-# vector index, memory.index_numpy, does not answer) and the graphs' build read vec0's storage,
-# and memory-mapped reads make that faster (docs/BENCHMARKS.md, "Limits to keep in mind"; the
-# map is address space, not RSS).
+# "database is locked"; memory-mapped reads make every read of vec0's storage faster: its
+# exact scan (inside a transaction, and wherever the derived vector index, memory.index_numpy,
+# does not answer), that index's loading and a large agent's graph build (docs/BENCHMARKS.md,
+# "Limits to keep in mind"; the map is address space, not RSS).
 SQLITE_INIT_COMMAND = (
     "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 10000; "
     f"PRAGMA mmap_size = {1 << 30}"
